@@ -1,0 +1,37 @@
+//! calibsql: a DataFusion session with every calibration function registered,
+//! table registration for local paths (and later object stores), and the CLI's engine.
+
+pub mod tables;
+
+use datafusion::execution::FunctionRegistry;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+pub use calibsql_udfs as udfs;
+
+/// Registers every calibsql function (scalars and aggregates) on `ctx`.
+pub fn register_all(ctx: &SessionContext) {
+    let mut state = ctx.state_ref().write();
+    for f in udfs::all_scalar_functions() {
+        state.register_udf(f).expect("registering a scalar function cannot fail");
+    }
+    for f in udfs::all_aggregate_functions() {
+        state.register_udaf(f).expect("registering an aggregate cannot fail");
+    }
+}
+
+/// The session configuration calibsql uses: information_schema on (for `SHOW FUNCTIONS`).
+pub fn default_config() -> SessionConfig {
+    SessionConfig::new().with_information_schema(true)
+}
+
+/// A new session with the default configuration and every calibsql function registered.
+pub fn new_context() -> SessionContext {
+    new_context_with_config(default_config())
+}
+
+/// A new session with `config` and every calibsql function registered.
+pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
+    let ctx = SessionContext::new_with_config(config);
+    register_all(&ctx);
+    ctx
+}

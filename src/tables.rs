@@ -1,0 +1,1 @@
+//! Table registration (owned by the CLI work).
