@@ -3,19 +3,17 @@
 
 pub mod tables;
 
-use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use calibsql_udfs as udfs;
 
 /// Registers every calibsql function (scalars and aggregates) on `ctx`.
 pub fn register_all(ctx: &SessionContext) {
-    let mut state = ctx.state_ref().write();
     for f in udfs::all_scalar_functions() {
-        state.register_udf(f).expect("registering a scalar function cannot fail");
+        ctx.register_udf(f.as_ref().clone());
     }
     for f in udfs::all_aggregate_functions() {
-        state.register_udaf(f).expect("registering an aggregate cannot fail");
+        ctx.register_udaf(f.as_ref().clone());
     }
 }
 
