@@ -1,6 +1,124 @@
-//! Placeholder while the functions are written.
+//! # calibsql-udfs
+//!
+//! DataFusion functions to evaluate, debias and calibrate the probabilities of ranking and CTR
+//! models in SQL: calibration metrics (ECE, MCE, reliability, log loss, Brier, AUC, field-level
+//! ECE/RCE, IPS log loss) as aggregates, and the Wilson / ConfCalib / propensity helpers as
+//! scalars. The SQL contract is `SPEC.md`; where it is silent, `docs/SEMANTICS.md`.
+//!
+//! ```
+//! # use calibsql_udfs::{all_aggregate_functions, all_scalar_functions};
+//! // register on a DataFusion SessionContext with `ctx.register_udaf((*f).clone())` …
+//! assert!(all_aggregate_functions().iter().any(|f| f.name() == "ece"));
+//! assert!(all_scalar_functions().iter().any(|f| f.name() == "sigmoid"));
+//! ```
+#![deny(clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr)]
+#![warn(clippy::clone_on_ref_ptr)]
+
 use std::sync::Arc;
+
+use datafusion_common::Result;
+use datafusion_expr::registry::FunctionRegistry;
 use datafusion_expr::{AggregateUDF, ScalarUDF};
 
-pub fn all_scalar_functions() -> Vec<Arc<ScalarUDF>> { vec![] }
-pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> { vec![] }
+pub mod auc;
+pub mod binned;
+mod common;
+pub mod field;
+mod kernel;
+pub mod loss;
+pub mod scalars;
+mod values;
+
+use binned::{Binned, BinnedKind};
+use field::{FieldKind, FieldMetric};
+use loss::{LossKind, MeanLoss};
+use scalars::{CalibScalar, ScalarKind};
+
+/// Every aggregate of this crate.
+pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
+    let udaf = |f| Arc::new(AggregateUDF::new_from_shared_impl(f));
+    vec![
+        udaf(Arc::new(Binned::new(BinnedKind::Ece))),
+        udaf(Arc::new(Binned::new(BinnedKind::Mce))),
+        udaf(Arc::new(Binned::new(BinnedKind::Reliability))),
+        udaf(Arc::new(MeanLoss::new(LossKind::LogLoss))),
+        udaf(Arc::new(MeanLoss::new(LossKind::Brier))),
+        udaf(Arc::new(MeanLoss::new(LossKind::IpsLogLoss))),
+        udaf(Arc::new(auc::Auc::new())),
+        udaf(Arc::new(FieldMetric::new(FieldKind::Ece))),
+        udaf(Arc::new(FieldMetric::new(FieldKind::Rce))),
+    ]
+}
+
+/// Every scalar function of this crate.
+pub fn all_scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    [
+        ScalarKind::Sigmoid,
+        ScalarKind::Logit,
+        ScalarKind::WilsonInterval,
+        ScalarKind::WilsonZ,
+        ScalarKind::ConfCalibMultiplier,
+        ScalarKind::PopularityPropensity,
+    ]
+    .into_iter()
+    .map(|k| Arc::new(ScalarUDF::new_from_impl(CalibScalar::new(k))))
+    .collect()
+}
+
+/// Registers every function of this crate on `registry` (a `SessionState`, or any
+/// [`FunctionRegistry`]), replacing functions of the same name.
+pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
+    for f in all_scalar_functions() {
+        registry.register_udf(f)?;
+    }
+    for f in all_aggregate_functions() {
+        registry.register_udaf(f)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn no_duplicate_names() {
+        let mut seen = HashSet::new();
+        let names = all_aggregate_functions()
+            .iter()
+            .flat_map(|f| {
+                let mut v = vec![f.name().to_string()];
+                v.extend(f.aliases().iter().cloned());
+                v
+            })
+            .chain(all_scalar_functions().iter().flat_map(|f| {
+                let mut v = vec![f.name().to_string()];
+                v.extend(f.aliases().iter().cloned());
+                v
+            }))
+            .collect::<Vec<_>>();
+        for n in names {
+            assert!(seen.insert(n.clone()), "duplicate function name {n}");
+        }
+    }
+
+    #[test]
+    fn every_function_is_documented() {
+        for f in all_aggregate_functions() {
+            assert!(
+                f.documentation().is_some(),
+                "{} has no documentation",
+                f.name()
+            );
+        }
+        for f in all_scalar_functions() {
+            assert!(
+                f.documentation().is_some(),
+                "{} has no documentation",
+                f.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! `auc`: exact ROC AUC as the (weighted) Mann–Whitney statistic, ties counted one half.
+//!
+//! AUC needs every value, so the state is the rows (see [`crate::values`]); `size()` reports
+//! them to the memory pool.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, Float64Array};
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion_common::Result;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature};
+use datafusion_macros::user_doc;
+
+use crate::common::{f64_list_type, Arg, CallShape};
+use crate::kernel::{Groups, Kernel, Single};
+use crate::values::{sort_rows, Row, ValueStore};
+
+const SHAPE: CallShape = CallShape {
+    name: "auc",
+    required: &[Arg::Num("p"), Arg::Label("y")],
+    optional: &[Arg::Num("w")],
+};
+
+#[user_doc(
+    doc_section(label = "Calibration Metrics"),
+    description = "Exact area under the ROC curve: the probability that a random positive scores above a random \
+negative (Mann–Whitney), ties counted one half, weighted by `w` when given (as scikit-learn's `roc_auc_score` \
+with `sample_weight`). NULL when only one class is present. Keeps every row in memory.",
+    syntax_example = "auc(p, y [, w])",
+    sql_example = r#"```sql
+> SELECT auc(p, y) AS auc FROM (VALUES (0.1, 0), (0.4, 1), (0.4, 0), (0.8, 1)) AS t(p, y);
++-------+
+| auc   |
++-------+
+| 0.875 |
++-------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "w",
+        description = "Optional row weight, finite and >= 0. Default 1."
+    )
+)]
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Auc {
+    signature: Signature,
+}
+
+impl Default for Auc {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Auc {
+    pub fn new() -> Self {
+        Self {
+            signature: SHAPE.signature(),
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> AucKernel {
+        AucKernel(ValueStore::new(
+            "auc",
+            0,
+            1,
+            (args.exprs.len() > 2).then_some(2),
+        ))
+    }
+}
+
+impl AggregateUDFImpl for Auc {
+    fn name(&self) -> &str {
+        "auc"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        SHAPE.coerce_lenient(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        SHAPE.coerce(arg_types)?;
+        Ok(DataType::Float64)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(Single::new(self.kernel(&args))))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(["p", "y", "w"]
+            .iter()
+            .map(|s| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, s),
+                    f64_list_type(),
+                    true,
+                ))
+            })
+            .collect())
+    }
+
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(Groups(self.kernel(&args))))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.doc()
+    }
+}
+
+/// Weighted Mann–Whitney AUC of rows; None when a class has no weight.
+pub(crate) fn auc_of(rows: &mut [Row]) -> Option<f64> {
+    sort_rows(rows);
+    let (mut neg_below, mut num) = (0.0, 0.0);
+    let (mut pos_total, mut neg_total) = (0.0, 0.0);
+    let mut i = 0;
+    while i < rows.len() {
+        let (mut pos, mut neg) = (0.0, 0.0);
+        let mut j = i;
+        while j < rows.len() && rows[j][0] == rows[i][0] {
+            if rows[j][1] == 1.0 {
+                pos += rows[j][2];
+            } else {
+                neg += rows[j][2];
+            }
+            j += 1;
+        }
+        num += pos * (neg_below + 0.5 * neg);
+        neg_below += neg;
+        pos_total += pos;
+        neg_total += neg;
+        i = j;
+    }
+    (pos_total > 0.0 && neg_total > 0.0).then(|| num / (pos_total * neg_total))
+}
+
+#[derive(Debug)]
+struct AucKernel(ValueStore);
+
+impl Kernel for AucKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(AucKernel(self.0.empty()))
+    }
+    fn resize(&mut self, n: usize) {
+        self.0.resize(n)
+    }
+    fn num_groups(&self) -> usize {
+        self.0.num_groups()
+    }
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        self.0.update(values, groups, filter)
+    }
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.0.merge(states, groups)
+    }
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        Ok(self.0.state(range))
+    }
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        Ok(Arc::new(
+            range
+                .map(|g| auc_of(&mut self.0.groups[g]))
+                .collect::<Float64Array>(),
+        ))
+    }
+    fn drain(&mut self, n: usize) {
+        self.0.drain(n)
+    }
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+}

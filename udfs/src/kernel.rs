@@ -1,0 +1,164 @@
+//! One implementation per aggregate, two faces.
+//!
+//! Every aggregate here is written once as a [`Kernel`]: per-group state in vectors indexed by
+//! group, updated from a batch with a group index per row. [`Groups`] turns a kernel into a
+//! DataFusion [`GroupsAccumulator`] (fast `GROUP BY`), [`Single`] into a row [`Accumulator`]
+//! (no `GROUP BY`, window frames) that feeds every row to group 0. Both share the same update,
+//! merge and finish code, so the two paths cannot drift apart.
+
+use std::fmt::Debug;
+use std::ops::Range;
+
+use arrow::array::{ArrayRef, BooleanArray};
+use datafusion_common::{internal_err, Result, ScalarValue};
+use datafusion_expr::{Accumulator, EmitTo, GroupsAccumulator};
+
+pub(crate) trait Kernel: Send + Sync + Debug + 'static {
+    /// A new, empty kernel with the same parameters (bins, eps, …).
+    fn empty(&self) -> Result<Self>
+    where
+        Self: Sized;
+    /// Makes room for `n` groups (never shrinks).
+    fn resize(&mut self, n: usize);
+    fn num_groups(&self) -> usize;
+    /// Adds the usable rows of `values` (arguments as the planner coerced them).
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()>;
+    /// Adds partial states (as produced by [`Kernel::state`]).
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
+    /// The partial state of groups in `range`, one array per state field.
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>>;
+    /// The final value of groups in `range`.
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef>;
+    /// Forgets the first `n` groups; the rest move down by `n`.
+    fn drain(&mut self, n: usize);
+    /// Bytes held, in O(1).
+    fn size(&self) -> usize;
+}
+
+/// A kernel as a [`GroupsAccumulator`].
+#[derive(Debug)]
+pub(crate) struct Groups<K>(pub K);
+
+impl<K: Kernel> GroupsAccumulator for Groups<K> {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.0.resize(total_num_groups);
+        self.0.update(values, group_indices, opt_filter)
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.0.resize(total_num_groups);
+        self.0.merge(values, group_indices)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let n = emit_count(emit_to, self.0.num_groups());
+        let out = self.0.evaluate(0..n)?;
+        self.0.drain(n);
+        Ok(out)
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let n = emit_count(emit_to, self.0.num_groups());
+        let out = self.0.state(0..n)?;
+        self.0.drain(n);
+        Ok(out)
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let len = values.first().map_or(0, |a| a.len());
+        let mut k = self.0.empty()?;
+        k.resize(len);
+        let groups: Vec<usize> = (0..len).collect();
+        k.update(values, &groups, opt_filter)?;
+        k.state(0..len)
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.0.size()
+    }
+}
+
+fn emit_count(emit_to: EmitTo, total: usize) -> usize {
+    match emit_to {
+        EmitTo::All => total,
+        EmitTo::First(n) => n.min(total),
+    }
+}
+
+/// A kernel as a row [`Accumulator`]: one group, index 0.
+#[derive(Debug)]
+pub(crate) struct Single<K> {
+    kernel: K,
+    zeros: Vec<usize>,
+}
+
+impl<K: Kernel> Single<K> {
+    pub(crate) fn new(mut kernel: K) -> Self {
+        kernel.resize(1);
+        Self {
+            kernel,
+            zeros: vec![],
+        }
+    }
+
+    fn zeros(&mut self, len: usize) -> &[usize] {
+        if self.zeros.len() < len {
+            self.zeros.resize(len, 0);
+        }
+        &self.zeros[..len]
+    }
+}
+
+impl<K: Kernel> Accumulator for Single<K> {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let len = values.first().map_or(0, |a| a.len());
+        self.zeros(len);
+        self.kernel.update(values, &self.zeros[..len], None)
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let len = states.first().map_or(0, |a| a.len());
+        self.zeros(len);
+        self.kernel.merge(states, &self.zeros[..len])
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.kernel
+            .state(0..1)?
+            .iter()
+            .map(|a| ScalarValue::try_from_array(a, 0))
+            .collect()
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let a = self.kernel.evaluate(0..1)?;
+        if a.len() != 1 {
+            return internal_err!("a kernel evaluated one group to {} values", a.len());
+        }
+        ScalarValue::try_from_array(&a, 0)
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.kernel.size() + self.zeros.capacity() * size_of::<usize>()
+    }
+}

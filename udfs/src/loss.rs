@@ -1,0 +1,388 @@
+//! `logloss`, `brier` and `ips_logloss`: means of a per-row loss.
+//!
+//! State per group: Σw and Σw·loss (two Float64 fields); the result is their ratio, NULL when
+//! Σw is 0 (no usable row, or every weight 0).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use datafusion_common::Result;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{
+    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
+};
+use datafusion_macros::user_doc;
+
+use crate::common::{
+    check_p, check_propensity, check_w, check_y, f64s, for_each_row, literal_checked, usable_rows,
+    Arg, CallShape,
+};
+use crate::kernel::{Groups, Kernel, Single};
+
+/// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
+pub const DEFAULT_EPS: f64 = f64::EPSILON;
+/// Default lower clip of propensities in IPS losses [Kweon et al.].
+pub const DEFAULT_CLIP: f64 = 0.1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LossKind {
+    LogLoss,
+    Brier,
+    IpsLogLoss,
+}
+
+#[user_doc(
+    doc_section(label = "Calibration Metrics"),
+    description = "Mean log loss `Σ w·−[y ln p + (1−y) ln(1−p)] / Σ w`, with p clipped to [eps, 1−eps] \
+(eps default the Float64 machine epsilon, as scikit-learn's `log_loss`). NULL when no row is usable.",
+    syntax_example = "logloss(p, y [, eps [, w]])",
+    sql_example = r#"```sql
+> SELECT round(logloss(p, y), 6) AS ll FROM (VALUES (0.5, 1), (0.5, 0)) AS t(p, y);
++----------+
+| ll       |
++----------+
+| 0.693147 |
++----------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "eps",
+        description = "Clipping constant in [0, 0.5). Default 2.220446049250313e-16."
+    ),
+    argument(
+        name = "w",
+        description = "Optional row weight, finite and >= 0. Default 1."
+    )
+)]
+struct LogLossDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Metrics"),
+    description = "Brier score `Σ w (y − p)² / Σ w`. NULL when no row is usable.",
+    syntax_example = "brier(p, y [, w])",
+    sql_example = r#"```sql
+> SELECT brier(p, y) AS brier FROM (VALUES (0.5, 1), (0.5, 0)) AS t(p, y);
++-------+
+| brier |
++-------+
+| 0.25  |
++-------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "w",
+        description = "Optional row weight, finite and >= 0. Default 1."
+    )
+)]
+struct BrierDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Metrics"),
+    description = "Mean inverse-propensity-scored log loss L_IPS (Kweon et al.): with `ω = max(propensity, clip)`, \
+the mean of `−[(y/ω) ln p + (1 − y/ω) ln(1 − p)]`, p clipped as in `logloss`. Its expectation equals the loss on \
+true preferences when ω is the true exposure probability. It can be negative for a single row. NULL when no row \
+is usable.",
+    syntax_example = "ips_logloss(p, y, propensity [, clip [, eps]])",
+    sql_example = r#"```sql
+> SELECT round(ips_logloss(p, y, q), 6) AS l FROM (VALUES (0.5, 1, 0.5), (0.5, 0, 1.0)) AS t(p, y, q);
++----------+
+| l        |
++----------+
+| 0.693147 |
++----------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(name = "propensity", description = "Exposure propensity in (0, 1]."),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    ),
+    argument(
+        name = "eps",
+        description = "Clipping constant of p in [0, 0.5). Default 2.220446049250313e-16."
+    )
+)]
+struct IpsLogLossDoc;
+
+/// `logloss`, `brier` or `ips_logloss`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct MeanLoss {
+    kind: LossKind,
+    signature: Signature,
+}
+
+impl MeanLoss {
+    pub fn new(kind: LossKind) -> Self {
+        let mut f = Self {
+            kind,
+            signature: Signature::user_defined(Volatility::Immutable),
+        };
+        f.signature = f.shape().signature();
+        f
+    }
+
+    fn shape(&self) -> CallShape {
+        match self.kind {
+            LossKind::LogLoss => CallShape {
+                name: "logloss",
+                required: &[Arg::Num("p"), Arg::Label("y")],
+                optional: &[Arg::LitNum("eps"), Arg::Num("w")],
+            },
+            LossKind::Brier => CallShape {
+                name: "brier",
+                required: &[Arg::Num("p"), Arg::Label("y")],
+                optional: &[Arg::Num("w")],
+            },
+            LossKind::IpsLogLoss => CallShape {
+                name: "ips_logloss",
+                required: &[Arg::Num("p"), Arg::Label("y"), Arg::Num("propensity")],
+                optional: &[Arg::LitNum("clip"), Arg::LitNum("eps")],
+            },
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<LossKernel> {
+        let func = self.shape().name;
+        let eps_at = |i: usize| -> Result<f64> {
+            match args.exprs.get(i) {
+                Some(e) => {
+                    literal_checked(func, "eps", e, "in [0, 0.5)", |x| (0.0..0.5).contains(&x))
+                }
+                None => Ok(DEFAULT_EPS),
+            }
+        };
+        let (eps, clip, w_col) = match self.kind {
+            LossKind::LogLoss => (eps_at(2)?, 0.0, (args.exprs.len() > 3).then_some(3)),
+            LossKind::Brier => (0.0, 0.0, (args.exprs.len() > 2).then_some(2)),
+            LossKind::IpsLogLoss => {
+                let clip = match args.exprs.get(3) {
+                    Some(e) => {
+                        literal_checked(func, "clip", e, "in [0, 1]", |x| (0.0..=1.0).contains(&x))?
+                    }
+                    None => DEFAULT_CLIP,
+                };
+                (eps_at(4)?, clip, None)
+            }
+        };
+        Ok(LossKernel {
+            func,
+            kind: self.kind,
+            eps,
+            clip,
+            w_col,
+            sw: vec![],
+            sl: vec![],
+        })
+    }
+}
+
+impl AggregateUDFImpl for MeanLoss {
+    fn name(&self) -> &str {
+        self.shape().name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.shape().coerce_lenient(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape().coerce(arg_types)?;
+        Ok(DataType::Float64)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(Single::new(self.kernel(&args)?)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![
+            Arc::new(Field::new(
+                format_state_name(args.name, "sum_w"),
+                DataType::Float64,
+                true,
+            )),
+            Arc::new(Field::new(
+                format_state_name(args.name, "sum_loss"),
+                DataType::Float64,
+                true,
+            )),
+        ])
+    }
+
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(Groups(self.kernel(&args)?)))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        match self.kind {
+            LossKind::LogLoss => LogLossDoc.doc(),
+            LossKind::Brier => BrierDoc.doc(),
+            LossKind::IpsLogLoss => IpsLogLossDoc.doc(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LossKernel {
+    func: &'static str,
+    kind: LossKind,
+    eps: f64,
+    clip: f64,
+    w_col: Option<usize>,
+    sw: Vec<f64>,
+    sl: Vec<f64>,
+}
+
+/// `−[y ln p + (1−y) ln(1−p)]` for a label y in {0, 1} and p clipped to [eps, 1−eps].
+#[inline]
+pub(crate) fn log_loss_row(p: f64, y: f64, eps: f64) -> f64 {
+    let p = p.clamp(eps, 1.0 - eps);
+    if y == 1.0 {
+        -p.ln()
+    } else {
+        -(-p).ln_1p()
+    }
+}
+
+/// `−[(y/ω) ln p + (1 − y/ω) ln(1 − p)]` with p clipped to [eps, 1−eps].
+#[inline]
+pub(crate) fn ips_loss_row(p: f64, y: f64, omega: f64, eps: f64) -> f64 {
+    let p = p.clamp(eps, 1.0 - eps);
+    let t = y / omega;
+    let mut l = 0.0;
+    if t != 0.0 {
+        l -= t * p.ln();
+    }
+    if t != 1.0 {
+        l -= (1.0 - t) * (-p).ln_1p();
+    }
+    l
+}
+
+impl Kernel for LossKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            sw: vec![],
+            sl: vec![],
+            ..*self
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.sw.len() < n {
+            self.sw.resize(n, 0.0);
+            self.sl.resize(n, 0.0);
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.sw.len()
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let (func, eps, clip) = (self.func, self.eps, self.clip);
+        let p = f64s(&values[0]).values();
+        let y = f64s(&values[1]).values();
+        let (sw, sl) = (&mut self.sw, &mut self.sl);
+        let mut add = |g: usize, w: f64, l: f64| {
+            sw[g] += w;
+            sl[g] += w * l;
+        };
+        match (self.kind, self.w_col) {
+            (LossKind::IpsLogLoss, _) => {
+                let q = f64s(&values[2]).values();
+                let mask = usable_rows(&[&values[0], &values[1], &values[2]], filter);
+                for_each_row(p.len(), &mask, |i| {
+                    let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
+                    let omega = check_propensity(func, q[i])?.max(clip);
+                    add(groups[i], 1.0, ips_loss_row(pi, yi, omega, eps));
+                    Ok(())
+                })
+            }
+            (kind, None) => {
+                let mask = usable_rows(&[&values[0], &values[1]], filter);
+                for_each_row(p.len(), &mask, |i| {
+                    let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
+                    let l = match kind {
+                        LossKind::Brier => (yi - pi) * (yi - pi),
+                        _ => log_loss_row(pi, yi, eps),
+                    };
+                    add(groups[i], 1.0, l);
+                    Ok(())
+                })
+            }
+            (kind, Some(wc)) => {
+                let w = f64s(&values[wc]).values();
+                let mask = usable_rows(&[&values[0], &values[1], &values[wc]], filter);
+                for_each_row(p.len(), &mask, |i| {
+                    let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
+                    let wi = check_w(func, w[i])?;
+                    let l = match kind {
+                        LossKind::Brier => (yi - pi) * (yi - pi),
+                        _ => log_loss_row(pi, yi, eps),
+                    };
+                    add(groups[i], wi, l);
+                    Ok(())
+                })
+            }
+        }
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let w = states[0].as_primitive::<Float64Type>();
+        let l = states[1].as_primitive::<Float64Type>();
+        for (r, &g) in groups.iter().enumerate() {
+            if w.is_valid(r) {
+                self.sw[g] += w.value(r);
+                self.sl[g] += l.value(r);
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        Ok(vec![
+            Arc::new(Float64Array::from(self.sw[range.clone()].to_vec())),
+            Arc::new(Float64Array::from(self.sl[range].to_vec())),
+        ])
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        Ok(Arc::new(
+            range
+                .map(|g| (self.sw[g] > 0.0).then(|| self.sl[g] / self.sw[g]))
+                .collect::<Float64Array>(),
+        ))
+    }
+
+    fn drain(&mut self, n: usize) {
+        self.sw.drain(..n);
+        self.sl.drain(..n);
+    }
+
+    fn size(&self) -> usize {
+        (self.sw.capacity() + self.sl.capacity()) * size_of::<f64>()
+    }
+}

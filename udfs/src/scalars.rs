@@ -1,0 +1,466 @@
+//! Scalar helpers: `sigmoid`, `logit`, the Wilson interval and ConfCalib's deviation score and
+//! multiplier [Zhao et al. eq. 1–3], and the popularity propensity [Kweon et al.; Liang eq. 6.6].
+//!
+//! Every argument is read as Float64; a NULL argument gives NULL; a bad value is an execution
+//! error naming the function, the argument and the value.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, StructArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{exec_err, internal_err, plan_err, Result, ScalarValue};
+use datafusion_expr::{
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    Volatility,
+};
+use datafusion_macros::user_doc;
+
+use crate::common::{check_p, literal_f64, Arg, CallShape};
+
+/// Default bound of ConfCalib's shrunk deviation (the 95% two-sided normal quantile).
+pub const DEFAULT_LAMBDA: f64 = 1.96;
+/// Default exponent of the popularity propensity [Kweon et al.].
+pub const DEFAULT_ETA: f64 = 0.5;
+/// Default lower clip of the popularity propensity.
+pub const DEFAULT_PROPENSITY_CLIP: f64 = 0.1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalarKind {
+    Sigmoid,
+    Logit,
+    WilsonInterval,
+    WilsonZ,
+    ConfCalibMultiplier,
+    PopularityPropensity,
+}
+
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "The logistic function `1/(1+e^{−x})`, computed without overflow for any x.",
+    syntax_example = "sigmoid(x)",
+    sql_example = r#"```sql
+> SELECT sigmoid(0) AS a, sigmoid(-1000) AS b;
++-----+-----+
+| a   | b   |
++-----+-----+
+| 0.5 | 0.0 |
++-----+-----+
+```"#,
+    argument(name = "x", description = "Any number (a logit or raw score).")
+)]
+struct SigmoidDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "The log-odds `ln(p/(1−p))`; −Infinity at 0 and +Infinity at 1.",
+    syntax_example = "logit(p)",
+    sql_example = r#"```sql
+> SELECT logit(0.5) AS a, logit(1) AS b;
++-----+-----+
+| a   | b   |
++-----+-----+
+| 0.0 | inf |
++-----+-----+
+```"#,
+    argument(name = "p", description = "A probability in [0, 1].")
+)]
+struct LogitDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "The Wilson score interval (Zhao et al. eq. 1) of an observed positive rate over n samples at \
+normal quantile z, as a struct `{lower, upper}`: `(r + z²/2n)/(1 + z²/n) ∓ z/(1 + z²/n)·sqrt(r(1−r)/n + z²/4n²)`. \
+NULL when n <= 0.",
+    syntax_example = "wilson_interval(pos_rate, n, z)",
+    sql_example = r#"```sql
+> SELECT round(w['lower'], 4) AS lower, round(w['upper'], 4) AS upper FROM (SELECT wilson_interval(0.5, 100, 1.96) AS w);
++--------+--------+
+| lower  | upper  |
++--------+--------+
+| 0.4038 | 0.5962 |
++--------+--------+
+```"#,
+    argument(name = "pos_rate", description = "Observed positive rate in [0, 1]."),
+    argument(
+        name = "n",
+        description = "Number of samples (may be a weighted count)."
+    ),
+    argument(
+        name = "z",
+        description = "Normal quantile, finite and >= 0 (1.96 for 95%)."
+    )
+)]
+struct WilsonIntervalDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "ConfCalib's deviation score (Zhao et al. §3.2): the z >= 0 at which `p_hat` is a bound of the \
+Wilson interval around the observed `pos_rate` with n samples, `|pos_rate − p_hat|·sqrt(n/(p_hat(1 − p_hat)))`. \
+0 when they are equal or n = 0; +Infinity when p_hat is 0 or 1 and differs from pos_rate.",
+    syntax_example = "wilson_z(p_hat, pos_rate, n)",
+    sql_example = r#"```sql
+> SELECT wilson_z(0.5, 0.75, 100) AS z;
++-----+
+| z   |
++-----+
+| 5.0 |
++-----+
+```"#,
+    argument(name = "p_hat", description = "Mean predicted probability in [0, 1]."),
+    argument(name = "pos_rate", description = "Observed positive rate in [0, 1]."),
+    argument(name = "n", description = "Number of samples, >= 0.")
+)]
+struct WilsonZDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "ConfCalib's per-subset scale (Zhao et al. eq. 2–3): with `z = wilson_z(p_hat, pos_rate, n)` and \
+the bounded `z' = λ(2/(1+e^{−z/2}) − 1)`, the Wilson bound at z' around pos_rate on the side of p_hat, divided by \
+p_hat. 1 when p_hat equals pos_rate or n = 0. Multiply predictions of the subset by it; fuse fields with \
+`p · Π m_k^{w_k}`. p_hat = 0 with pos_rate > 0 is an error (0 cannot be rescaled).",
+    syntax_example = "confcalib_multiplier(p_hat, pos_rate, n [, lambda])",
+    sql_example = r#"```sql
+> SELECT round(confcalib_multiplier(0.5, 0.5, 100), 6) AS same, confcalib_multiplier(0.2, 0.1, 0) AS no_data;
++------+---------+
+| same | no_data |
++------+---------+
+| 1.0  | 1.0     |
++------+---------+
+```"#,
+    argument(
+        name = "p_hat",
+        description = "Mean predicted probability of the subset, in [0, 1]."
+    ),
+    argument(
+        name = "pos_rate",
+        description = "Observed positive rate of the subset, in [0, 1]."
+    ),
+    argument(name = "n", description = "Number of samples in the subset, >= 0."),
+    argument(
+        name = "lambda",
+        description = "Bound of the shrunk deviation, a constant > 0. Default 1.96."
+    )
+)]
+struct ConfCalibMultiplierDoc;
+
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "The popularity exposure estimate (Kweon et al.; Liang eq. 6.6): `max((count/max_count)^eta, clip)`, \
+the probability that an item with `count` interactions was shown, relative to the most popular item.",
+    syntax_example = "popularity_propensity(count, max_count [, eta [, clip]])",
+    sql_example = r#"```sql
+> SELECT popularity_propensity(25, 100) AS a, popularity_propensity(0, 100) AS b;
++-----+-----+
+| a   | b   |
++-----+-----+
+| 0.5 | 0.1 |
++-----+-----+
+```"#,
+    argument(name = "count", description = "Interactions of the item, >= 0."),
+    argument(
+        name = "max_count",
+        description = "Interactions of the most popular item, > 0 and >= count."
+    ),
+    argument(name = "eta", description = "Exponent, a constant >= 0. Default 0.5."),
+    argument(
+        name = "clip",
+        description = "Lower clip, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct PopularityPropensityDoc;
+
+/// One of the scalar helpers.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CalibScalar {
+    kind: ScalarKind,
+    signature: Signature,
+}
+
+impl CalibScalar {
+    pub fn new(kind: ScalarKind) -> Self {
+        let mut f = Self {
+            kind,
+            signature: Signature::user_defined(Volatility::Immutable),
+        };
+        f.signature = f.shape().signature();
+        f
+    }
+
+    fn shape(&self) -> CallShape {
+        use Arg::Num;
+        let (name, required, optional): (_, &'static [Arg], &'static [Arg]) = match self.kind {
+            ScalarKind::Sigmoid => ("sigmoid", &[Num("x")], &[]),
+            ScalarKind::Logit => ("logit", &[Num("p")], &[]),
+            ScalarKind::WilsonInterval => (
+                "wilson_interval",
+                &[Num("pos_rate"), Num("n"), Num("z")],
+                &[],
+            ),
+            ScalarKind::WilsonZ => ("wilson_z", &[Num("p_hat"), Num("pos_rate"), Num("n")], &[]),
+            ScalarKind::ConfCalibMultiplier => (
+                "confcalib_multiplier",
+                &[Num("p_hat"), Num("pos_rate"), Num("n")],
+                &[Num("lambda")],
+            ),
+            ScalarKind::PopularityPropensity => (
+                "popularity_propensity",
+                &[Num("count"), Num("max_count")],
+                &[Num("eta"), Num("clip")],
+            ),
+        };
+        CallShape {
+            name,
+            required,
+            optional,
+        }
+    }
+
+    /// Constant-only arguments: (position, name, rule, check).
+    fn literal_args(&self) -> &'static [(usize, &'static str, &'static str, fn(f64) -> bool)] {
+        match self.kind {
+            ScalarKind::ConfCalibMultiplier => {
+                &[(3, "lambda", "finite and > 0", |x| x.is_finite() && x > 0.0)]
+            }
+            ScalarKind::PopularityPropensity => &[
+                (2, "eta", "finite and >= 0", |x| x.is_finite() && x >= 0.0),
+                (3, "clip", "in [0, 1]", |x| (0.0..=1.0).contains(&x)),
+            ],
+            _ => &[],
+        }
+    }
+}
+
+fn wilson_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("lower", DataType::Float64, true),
+        Field::new("upper", DataType::Float64, true),
+    ])
+}
+
+impl ScalarUDFImpl for CalibScalar {
+    fn name(&self) -> &str {
+        self.shape().name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.shape().coerce_lenient(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape().coerce(arg_types)?;
+        Ok(match self.kind {
+            ScalarKind::WilsonInterval => DataType::Struct(wilson_fields()),
+            _ => DataType::Float64,
+        })
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let func = self.shape().name;
+        for &(i, arg, rule, ok) in self.literal_args() {
+            if i >= args.arg_fields.len() {
+                continue;
+            }
+            match args.scalar_arguments.get(i).copied().flatten() {
+                None => return plan_err!("{func}: argument {arg} must be a constant"),
+                Some(v) if v.is_null() => {
+                    return plan_err!("{func}: argument {arg} must be a constant, got NULL")
+                }
+                Some(v) => {
+                    let x = literal_f64(func, arg, v)?;
+                    if !ok(x) {
+                        return plan_err!("{func}: argument {arg} must be {rule}, got {v}");
+                    }
+                }
+            }
+        }
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        Ok(Arc::new(Field::new(func, self.return_type(&types)?, true)))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let func = self.shape().name;
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let cols: Vec<&Float64Array> = arrays
+            .iter()
+            .map(|a| a.as_any().downcast_ref::<Float64Array>())
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                datafusion_common::internal_datafusion_err!(
+                    "{func}: arguments not coerced to Float64"
+                )
+            })?;
+        let len = cols.first().map_or(args.number_rows, |c| c.len());
+        let out: ArrayRef = match self.kind {
+            ScalarKind::WilsonInterval => wilson_interval_array(&cols, len)?,
+            kind => {
+                let mut vals = Vec::with_capacity(len);
+                let mut row = [0.0f64; 4];
+                for i in 0..len {
+                    if cols.iter().any(|c| c.is_null(i)) {
+                        vals.push(None);
+                        continue;
+                    }
+                    for (k, c) in cols.iter().enumerate() {
+                        row[k] = c.value(i);
+                    }
+                    vals.push(Some(scalar_row(kind, &row[..cols.len()])?));
+                }
+                Arc::new(Float64Array::from(vals))
+            }
+        };
+        Ok(if all_scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+        } else {
+            ColumnarValue::Array(out)
+        })
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        match self.kind {
+            ScalarKind::Sigmoid => SigmoidDoc.doc(),
+            ScalarKind::Logit => LogitDoc.doc(),
+            ScalarKind::WilsonInterval => WilsonIntervalDoc.doc(),
+            ScalarKind::WilsonZ => WilsonZDoc.doc(),
+            ScalarKind::ConfCalibMultiplier => ConfCalibMultiplierDoc.doc(),
+            ScalarKind::PopularityPropensity => PopularityPropensityDoc.doc(),
+        }
+    }
+}
+
+/// `1/(1+e^{−x})` without overflow.
+#[inline]
+pub fn sigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// The Wilson interval of rate `r` over `n > 0` samples at quantile `z`, clamped into [0, 1].
+pub fn wilson(r: f64, n: f64, z: f64) -> (f64, f64) {
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n;
+    let center = (r + z2 / (2.0 * n)) / denom;
+    let half = z / denom * (r * (1.0 - r) / n + z2 / (4.0 * n * n)).sqrt();
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
+fn check_n(func: &str, n: f64) -> Result<f64> {
+    if n >= 0.0 {
+        Ok(n)
+    } else {
+        exec_err!("{func}: argument n must be >= 0, got {n}")
+    }
+}
+
+/// ConfCalib's deviation score; arguments already checked.
+pub fn wilson_z(p_hat: f64, pos_rate: f64, n: f64) -> f64 {
+    if p_hat == pos_rate || n == 0.0 {
+        0.0
+    } else if p_hat == 0.0 || p_hat == 1.0 {
+        f64::INFINITY
+    } else {
+        (pos_rate - p_hat).abs() * (n / (p_hat * (1.0 - p_hat))).sqrt()
+    }
+}
+
+fn scalar_row(kind: ScalarKind, a: &[f64]) -> Result<f64> {
+    Ok(match kind {
+        ScalarKind::Sigmoid => sigmoid(a[0]),
+        ScalarKind::Logit => {
+            let p = check_p("logit", "p", a[0])?;
+            (p / (1.0 - p)).ln()
+        }
+        ScalarKind::WilsonZ => {
+            let func = "wilson_z";
+            let p = check_p(func, "p_hat", a[0])?;
+            let r = check_p(func, "pos_rate", a[1])?;
+            wilson_z(p, r, check_n(func, a[2])?)
+        }
+        ScalarKind::ConfCalibMultiplier => {
+            let func = "confcalib_multiplier";
+            let p = check_p(func, "p_hat", a[0])?;
+            let r = check_p(func, "pos_rate", a[1])?;
+            let n = check_n(func, a[2])?;
+            let lambda = a.get(3).copied().unwrap_or(DEFAULT_LAMBDA);
+            if n == 0.0 || p == r {
+                return Ok(1.0);
+            }
+            if p == 0.0 {
+                return exec_err!(
+                    "{func}: argument p_hat must be > 0 when it differs from pos_rate (0 cannot be rescaled), got 0"
+                );
+            }
+            let z = wilson_z(p, r, n);
+            let z_shrunk = lambda * (2.0 / (1.0 + (-z / 2.0).exp()) - 1.0);
+            let (lo, hi) = wilson(r, n, z_shrunk);
+            (if p > r { hi } else { lo }) / p
+        }
+        ScalarKind::PopularityPropensity => {
+            let func = "popularity_propensity";
+            let (count, max) = (a[0], a[1]);
+            if !(max.is_finite() && max > 0.0) {
+                return exec_err!("{func}: argument max_count must be finite and > 0, got {max}");
+            }
+            if !(count >= 0.0 && count <= max) {
+                return exec_err!(
+                    "{func}: argument count must be in [0, max_count = {max}], got {count}"
+                );
+            }
+            let eta = a.get(2).copied().unwrap_or(DEFAULT_ETA);
+            let clip = a.get(3).copied().unwrap_or(DEFAULT_PROPENSITY_CLIP);
+            (count / max).powf(eta).max(clip)
+        }
+        ScalarKind::WilsonInterval => {
+            return internal_err!("wilson_interval is evaluated by wilson_interval_array")
+        }
+    })
+}
+
+fn wilson_interval_array(cols: &[&Float64Array], len: usize) -> Result<ArrayRef> {
+    let func = "wilson_interval";
+    let mut lower = Vec::with_capacity(len);
+    let mut upper = Vec::with_capacity(len);
+    let mut valid = Vec::with_capacity(len);
+    for i in 0..len {
+        let mut out = None;
+        if !cols.iter().any(|c| c.is_null(i)) {
+            let r = check_p(func, "pos_rate", cols[0].value(i))?;
+            let (n, z) = (cols[1].value(i), cols[2].value(i));
+            if n.is_nan() {
+                return exec_err!("{func}: argument n must be a number, got NaN");
+            }
+            if !(z.is_finite() && z >= 0.0) {
+                return exec_err!("{func}: argument z must be finite and >= 0, got {z}");
+            }
+            if n > 0.0 {
+                out = Some(wilson(r, n, z));
+            }
+        }
+        valid.push(out.is_some());
+        lower.push(out.map(|o| o.0));
+        upper.push(out.map(|o| o.1));
+    }
+    Ok(Arc::new(StructArray::try_new(
+        wilson_fields(),
+        vec![
+            Arc::new(Float64Array::from(lower)),
+            Arc::new(Float64Array::from(upper)),
+        ],
+        Some(valid.into()),
+    )?))
+}
