@@ -1,0 +1,361 @@
+//! State round trip of every aggregate (STYLE.md item 7): a single pass over all rows must
+//! equal (to 1e-12 relative) the result of splitting the rows into batches of any size,
+//! accumulating each into its own partial state, and merging the states; the grouped
+//! accumulator must agree with the row accumulator, also through `convert_to_state`.
+//! The expected value here is the single-pass result, whose correctness the .slt files check
+//! against numpy / scikit-learn; this file checks only that splitting never changes it.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::function::AccumulatorArgs;
+use datafusion::logical_expr::{AggregateUDF, EmitTo};
+use datafusion::physical_expr::expressions::{col, lit};
+use datafusion::physical_expr::PhysicalExpr;
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A test table: p, y, w, q (propensity), f (field) with some NULLs.
+fn table(n: usize, seed: u64) -> RecordBatch {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = vec![];
+    let mut y = vec![];
+    let mut w = vec![];
+    let mut q = vec![];
+    let mut f = vec![];
+    for i in 0..n {
+        let pi: f64 = if i % 11 == 0 { 0.5 } else { rng.random() };
+        p.push((i % 17 != 3).then_some(pi));
+        y.push((i % 13 != 5).then_some(if rng.random::<f64>() < pi { 1i64 } else { 0 }));
+        w.push((i % 19 != 7).then_some(rng.random::<f64>() * 3.0));
+        q.push(Some(rng.random::<f64>() * 0.9 + 0.05));
+        f.push((i % 23 != 1).then(|| format!("site{}", rng.random_range(0..12))));
+    }
+    RecordBatch::try_from_iter(vec![
+        ("p", Arc::new(Float64Array::from(p)) as ArrayRef),
+        (
+            "y",
+            Arc::new(cast(&Int64Array::from(y), &DataType::Float64).unwrap()),
+        ),
+        ("w", Arc::new(Float64Array::from(w))),
+        ("q", Arc::new(Float64Array::from(q))),
+        ("f", Arc::new(StringArray::from(f))),
+    ])
+    .unwrap()
+}
+
+/// One call: the function and its argument expressions (columns or literals).
+struct Call {
+    udaf: Arc<AggregateUDF>,
+    args: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+fn calls(schema: &Schema) -> Vec<Call> {
+    let c = |n: &str| col(n, schema).unwrap();
+    let find = |name: &str| {
+        calibsql::udfs::all_aggregate_functions()
+            .into_iter()
+            .find(|f| f.name() == name)
+            .unwrap()
+    };
+    let mut out = vec![];
+    let mut add = |name: &str, args: Vec<Arc<dyn PhysicalExpr>>| {
+        out.push(Call {
+            udaf: find(name),
+            args,
+        })
+    };
+    for name in ["ece", "mce", "reliability"] {
+        add(name, vec![c("p"), c("y")]);
+        add(name, vec![c("p"), c("y"), lit(10i64)]);
+        add(name, vec![c("p"), c("y"), lit(10i64), lit("quantile")]);
+        add(
+            name,
+            vec![c("p"), c("y"), lit(7i64), lit("uniform"), c("w")],
+        );
+        add(
+            name,
+            vec![c("p"), c("y"), lit(7i64), lit("quantile"), c("w")],
+        );
+    }
+    add("logloss", vec![c("p"), c("y")]);
+    add("logloss", vec![c("p"), c("y"), lit(1e-3), c("w")]);
+    add("brier", vec![c("p"), c("y")]);
+    add("brier", vec![c("p"), c("y"), c("w")]);
+    add("ips_logloss", vec![c("p"), c("y"), c("q")]);
+    add(
+        "ips_logloss",
+        vec![c("p"), c("y"), c("q"), lit(0.2), lit(1e-7)],
+    );
+    add("auc", vec![c("p"), c("y")]);
+    add("auc", vec![c("p"), c("y"), c("w")]);
+    add("field_ece", vec![c("p"), c("y"), c("f")]);
+    add("field_ece", vec![c("p"), c("y"), c("f"), c("w")]);
+    add("field_rce", vec![c("p"), c("y"), c("f")]);
+    add("field_rce", vec![c("p"), c("y"), c("f"), lit(0.05), c("w")]);
+    out
+}
+
+struct Harness<'a> {
+    call: &'a Call,
+    schema: &'a Schema,
+    fields: Vec<Arc<Field>>,
+    ret: Arc<Field>,
+}
+
+impl<'a> Harness<'a> {
+    fn new(call: &'a Call, schema: &'a Schema) -> Self {
+        let fields: Vec<Arc<Field>> = call
+            .args
+            .iter()
+            .map(|e| e.return_field(schema).unwrap())
+            .collect();
+        let types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
+        let ret = Arc::new(Field::new(
+            "r",
+            call.udaf.return_type(&types).unwrap(),
+            true,
+        ));
+        Self {
+            call,
+            schema,
+            fields,
+            ret,
+        }
+    }
+
+    fn args(&self) -> AccumulatorArgs<'_> {
+        AccumulatorArgs {
+            return_field: Arc::clone(&self.ret),
+            schema: self.schema,
+            ignore_nulls: false,
+            order_bys: &[],
+            is_reversed: false,
+            name: self.call.udaf.name(),
+            is_distinct: false,
+            exprs: &self.call.args,
+            expr_fields: &self.fields,
+        }
+    }
+
+    fn values(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        self.call
+            .args
+            .iter()
+            .map(|e| {
+                e.evaluate(batch)
+                    .unwrap()
+                    .into_array(batch.num_rows())
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    fn single_pass(&self, batch: &RecordBatch) -> ScalarValue {
+        let mut acc = self.call.udaf.accumulator(self.args()).unwrap();
+        acc.update_batch(&self.values(batch)).unwrap();
+        acc.evaluate().unwrap()
+    }
+
+    /// Partial states of `batch` cut at `cuts`, merged into one final accumulator.
+    fn split_merged(&self, batch: &RecordBatch, cuts: &[usize]) -> ScalarValue {
+        let mut states: Vec<Vec<ScalarValue>> = vec![];
+        let mut start = 0;
+        for &end in cuts.iter().chain(std::iter::once(&batch.num_rows())) {
+            let end = end.clamp(start, batch.num_rows());
+            let mut acc = self.call.udaf.accumulator(self.args()).unwrap();
+            acc.update_batch(&self.values(&batch.slice(start, end - start)))
+                .unwrap();
+            states.push(acc.state().unwrap());
+            start = end;
+        }
+        let n_fields = states[0].len();
+        let columns: Vec<ArrayRef> = (0..n_fields)
+            .map(|k| ScalarValue::iter_to_array(states.iter().map(|s| s[k].clone())).unwrap())
+            .collect();
+        let mut fin = self.call.udaf.accumulator(self.args()).unwrap();
+        fin.merge_batch(&columns).unwrap();
+        fin.evaluate().unwrap()
+    }
+
+    /// Grouped: rows go to `k` groups by index; partial states are taken per batch of
+    /// `batch_size`, half through `state`, half through `convert_to_state`, then merged.
+    fn grouped(&self, batch: &RecordBatch, k: usize, batch_size: usize) -> Vec<ScalarValue> {
+        let mut fin = self
+            .call
+            .udaf
+            .create_groups_accumulator(self.args())
+            .unwrap();
+        let mut start = 0;
+        let mut flip = false;
+        while start < batch.num_rows() {
+            let len = batch_size.min(batch.num_rows() - start);
+            let part = batch.slice(start, len);
+            let groups: Vec<usize> = (start..start + len).map(|i| i % k).collect();
+            let values = self.values(&part);
+            let (state, state_groups) = if flip {
+                let partial = self
+                    .call
+                    .udaf
+                    .create_groups_accumulator(self.args())
+                    .unwrap();
+                (partial.convert_to_state(&values, None).unwrap(), groups)
+            } else {
+                let mut partial = self
+                    .call
+                    .udaf
+                    .create_groups_accumulator(self.args())
+                    .unwrap();
+                let local: Vec<usize> = (0..len).map(|i| i % k.min(len)).collect();
+                partial
+                    .update_batch(&values, &local, None, k.min(len))
+                    .unwrap();
+                let st = partial.state(EmitTo::All).unwrap();
+                let g: Vec<usize> = (0..st[0].len()).map(|j| (start + j) % k).collect();
+                (st, g)
+            };
+            fin.merge_batch(&state, &state_groups, k).unwrap();
+            flip = !flip;
+            start += len;
+        }
+        let out = fin.evaluate(EmitTo::All).unwrap();
+        (0..k)
+            .map(|g| ScalarValue::try_from_array(&out, g).unwrap())
+            .collect()
+    }
+}
+
+/// Every float inside a result (for lists of structs: every field of every bin).
+fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
+    match v {
+        ScalarValue::List(l) => {
+            if l.is_null(0) {
+                return vec![None];
+            }
+            let inner = l.value(0);
+            let s = inner.as_struct();
+            s.columns()
+                .iter()
+                .flat_map(|c| {
+                    let c = cast(c, &DataType::Float64).unwrap();
+                    c.as_primitive::<Float64Type>().iter().collect::<Vec<_>>()
+                })
+                .collect()
+        }
+        other => match other.cast_to(&DataType::Float64).unwrap() {
+            ScalarValue::Float64(x) => vec![x],
+            _ => unreachable!(),
+        },
+    }
+}
+
+fn assert_close(what: &str, a: &ScalarValue, b: &ScalarValue) {
+    let (la, lb) = (leaves(a), leaves(b));
+    assert_eq!(la.len(), lb.len(), "{what}: {a:?} vs {b:?}");
+    for (x, y) in la.iter().zip(&lb) {
+        match (x, y) {
+            (None, None) => {}
+            (Some(x), Some(y)) => assert!(
+                x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                "{what}: {x} vs {y}"
+            ),
+            _ => panic!("{what}: {a:?} vs {b:?}"),
+        }
+    }
+}
+
+#[test]
+fn split_and_merged_states_equal_a_single_pass() {
+    let batch = table(120, 7);
+    let schema = batch.schema();
+    for call in calls(&schema) {
+        let h = Harness::new(&call, &schema);
+        let what = format!("{}({} args)", call.udaf.name(), call.args.len());
+        let direct = h.single_pass(&batch);
+        assert!(!direct.is_null(), "{what} is NULL on the test table");
+        for size in 1..=batch.num_rows() {
+            let cuts: Vec<usize> = (size..batch.num_rows()).step_by(size).collect();
+            assert_close(
+                &format!("{what} batches of {size}"),
+                &direct,
+                &h.split_merged(&batch, &cuts),
+            );
+        }
+    }
+}
+
+#[test]
+fn grouped_accumulator_agrees_with_row_accumulator() {
+    let batch = table(150, 11);
+    let schema = batch.schema();
+    for call in calls(&schema) {
+        let h = Harness::new(&call, &schema);
+        let what = call.udaf.name().to_string();
+        for k in [1, 3, 7] {
+            for batch_size in [1, 4, 150] {
+                let grouped = h.grouped(&batch, k, batch_size);
+                for (g, got) in grouped.iter().enumerate() {
+                    let idx: Vec<u64> = (0..batch.num_rows() as u64)
+                        .filter(|i| *i as usize % k == g)
+                        .collect();
+                    let rows = datafusion::arrow::compute::take_record_batch(
+                        &batch,
+                        &datafusion::arrow::array::UInt64Array::from(idx),
+                    )
+                    .unwrap();
+                    let want = h.single_pass(&rows);
+                    assert_close(&format!("{what} k={k} bs={batch_size} g={g}"), &want, got);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn filter_skips_rows_in_grouped_accumulator() {
+    let batch = table(60, 3);
+    let schema = batch.schema();
+    let keep: Vec<bool> = (0..60).map(|i| i % 3 != 0).collect();
+    let filter = BooleanArray::from(keep.clone());
+    let idx: Vec<u64> = (0..60).filter(|i| keep[*i as usize]).collect();
+    let kept = datafusion::arrow::compute::take_record_batch(
+        &batch,
+        &datafusion::arrow::array::UInt64Array::from(idx),
+    )
+    .unwrap();
+    for call in calls(&schema) {
+        let h = Harness::new(&call, &schema);
+        let mut acc = call.udaf.create_groups_accumulator(h.args()).unwrap();
+        acc.update_batch(&h.values(&batch), &vec![0; 60], Some(&filter), 1)
+            .unwrap();
+        let got = ScalarValue::try_from_array(&acc.evaluate(EmitTo::All).unwrap(), 0).unwrap();
+        assert_close(call.udaf.name(), &h.single_pass(&kept), &got);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Random rows split at random points merge to the single-pass result.
+    #[test]
+    fn random_batches_split_any_way_agree(
+        seed in 0u64..1000,
+        n in 2usize..80,
+        cuts in proptest::collection::vec(0usize..80, 0..6),
+    ) {
+        let batch = table(n, seed);
+        let schema = batch.schema();
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        for call in calls(&schema) {
+            let h = Harness::new(&call, &schema);
+            let direct = h.single_pass(&batch);
+            assert_close(call.udaf.name(), &direct, &h.split_merged(&batch, &cuts));
+        }
+    }
+}
