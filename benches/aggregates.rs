@@ -1,0 +1,91 @@
+//! Criterion benches of the hot aggregates on 8,192-row batches, with and without NULLs,
+//! through the row accumulator (no GROUP BY) and the grouped accumulator (1,000 groups).
+//! `cargo bench --bench aggregates`
+
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::logical_expr::function::AccumulatorArgs;
+use datafusion::physical_expr::expressions::col;
+use datafusion::physical_expr::PhysicalExpr;
+
+const N: usize = 8192;
+
+fn batch(with_nulls: bool) -> RecordBatch {
+    let null = |i: usize| with_nulls && i % 10 == 0;
+    let p: Float64Array = (0..N)
+        .map(|i| (!null(i)).then(|| ((i * 7919) % 1000) as f64 / 1000.0))
+        .collect();
+    let y: Float64Array = (0..N).map(|i| Some(((i * 31) % 7 == 0) as i64 as f64)).collect();
+    let q: Float64Array = (0..N).map(|i| Some(0.05 + (i % 90) as f64 / 100.0)).collect();
+    let f: Int64Array = (0..N).map(|i| Some(((i * i) % 500) as i64)).collect();
+    RecordBatch::try_from_iter(vec![
+        ("p", Arc::new(p) as ArrayRef),
+        ("y", Arc::new(y)),
+        ("q", Arc::new(q)),
+        ("f", Arc::new(f)),
+    ])
+    .unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let funcs = calibsql::udfs::all_aggregate_functions();
+    for with_nulls in [false, true] {
+        let b = batch(with_nulls);
+        let schema: Arc<Schema> = b.schema();
+        for (name, cols) in [
+            ("ece", &["p", "y"][..]),
+            ("mce", &["p", "y"][..]),
+            ("reliability", &["p", "y"][..]),
+            ("logloss", &["p", "y"][..]),
+            ("brier", &["p", "y"][..]),
+            ("ips_logloss", &["p", "y", "q"][..]),
+            ("field_ece", &["p", "y", "f"][..]),
+            ("field_rce", &["p", "y", "f"][..]),
+        ] {
+            let udaf = funcs.iter().find(|f| f.name() == name).unwrap();
+            let exprs: Vec<Arc<dyn PhysicalExpr>> =
+                cols.iter().map(|c| col(c, &schema).unwrap()).collect();
+            let fields: Vec<Arc<Field>> =
+                exprs.iter().map(|e| e.return_field(&schema).unwrap()).collect();
+            let types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
+            let ret = Arc::new(Field::new("r", udaf.return_type(&types).unwrap(), true));
+            let args = || AccumulatorArgs {
+                return_field: Arc::clone(&ret),
+                schema: &schema,
+                ignore_nulls: false,
+                order_bys: &[],
+                is_reversed: false,
+                name,
+                is_distinct: false,
+                exprs: &exprs,
+                expr_fields: &fields,
+            };
+            let values: Vec<ArrayRef> = cols
+                .iter()
+                .map(|c| Arc::clone(b.column_by_name(c).unwrap()))
+                .collect();
+            let tag = if with_nulls { "nulls" } else { "no_nulls" };
+            c.bench_function(&format!("{name}/{tag}"), |bench| {
+                bench.iter(|| {
+                    let mut acc = udaf.accumulator(args()).unwrap();
+                    acc.update_batch(&values).unwrap();
+                    acc.evaluate().unwrap()
+                })
+            });
+            let groups: Vec<usize> = (0..N).map(|i| i % 1000).collect();
+            c.bench_function(&format!("{name}/{tag}/1000_groups"), |bench| {
+                bench.iter(|| {
+                    let mut acc = udaf.create_groups_accumulator(args()).unwrap();
+                    acc.update_batch(&values, &groups, None, 1000).unwrap();
+                    acc.evaluate(datafusion::logical_expr::EmitTo::All).unwrap()
+                })
+            });
+        }
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
