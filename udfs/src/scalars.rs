@@ -215,8 +215,8 @@ impl CalibScalar {
         }
     }
 
-    /// Constant-only arguments: (position, name, rule, check).
-    fn literal_args(&self) -> &'static [(usize, &'static str, &'static str, fn(f64) -> bool)] {
+    /// Constant-only arguments of this function.
+    fn literal_args(&self) -> &'static [LiteralArg] {
         match self.kind {
             ScalarKind::ConfCalibMultiplier => {
                 &[(3, "lambda", "finite and > 0", |x| x.is_finite() && x > 0.0)]
@@ -229,6 +229,9 @@ impl CalibScalar {
         }
     }
 }
+
+/// A constant-only argument: position, name, rule in words, check.
+type LiteralArg = (usize, &'static str, &'static str, fn(f64) -> bool);
 
 fn wilson_fields() -> Fields {
     Fields::from(vec![
