@@ -186,7 +186,9 @@ fn cell(f: &ArrayFormatter<'_>, col: &dyn Array, row: usize) -> String {
 }
 
 fn slt_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("slt")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("slt")
 }
 
 /// Runs (or with `SLT_COMPLETE=1`, rewrites) one `.slt` file on its own tokio runtime.
@@ -216,8 +218,23 @@ fn run_file(name: &str) {
                 )
                 .await
                 .unwrap_or_else(|e| panic!("completing {}: {e}", path.display()));
-        } else if let Err(e) = runner.run_file_async(&path).await {
-            panic!("{}\n{}", path.display(), e.display(false));
+        } else {
+            // Run every record and report all failures of the file, not only the first.
+            let records = sqllogictest::parse_file::<DefaultColumnType>(&path)
+                .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+            let mut failures = Vec::new();
+            for record in records {
+                if let Err(e) = runner.run_async(record).await {
+                    failures.push(e.display(false).to_string());
+                }
+            }
+            assert!(
+                failures.is_empty(),
+                "{}: {} failing record(s)\n\n{}",
+                path.display(),
+                failures.len(),
+                failures.join("\n\n")
+            );
         }
     });
 }
@@ -250,4 +267,4 @@ macro_rules! slt_files {
     };
 }
 
-slt_files!(smoke);
+slt_files!(smoke, binned, logloss);
