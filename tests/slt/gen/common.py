@@ -92,9 +92,10 @@ def create_table(name, rows):
 
 
 def cols(rows, *names):
-    """Columns of `rows` (as float arrays except f), keeping rows where all `names` are non-NULL."""
+    """Columns of `rows` (as float arrays except f), keeping rows where all `names` other than f
+    are non-NULL (a NULL field value is data: it forms its own group)."""
     idx = {"id": 0, "p": 1, "y": 2, "w": 3, "f": 4, "q": 5}
-    keep = [r for r in rows if all(r[idx[n]] is not None for n in names)]
+    keep = [r for r in rows if all(r[idx[n]] is not None for n in names if n != "f")]
     out = []
     for n in names:
         vals = [r[idx[n]] for r in keep]
