@@ -24,13 +24,17 @@ pub mod auc;
 pub mod binned;
 mod common;
 pub mod field;
+pub mod fit;
 mod kernel;
 pub mod loss;
+pub mod model;
+mod optim;
 pub mod scalars;
 mod values;
 
 use binned::{Binned, BinnedKind};
 use field::{FieldKind, FieldMetric};
+use fit::{Fit, FitMethod};
 use loss::{LossKind, MeanLoss};
 use scalars::{CalibScalar, ScalarKind};
 
@@ -47,6 +51,11 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(auc::Auc::new())),
         udaf(Arc::new(FieldMetric::new(FieldKind::Ece))),
         udaf(Arc::new(FieldMetric::new(FieldKind::Rce))),
+        udaf(Arc::new(Fit::new(FitMethod::Platt))),
+        udaf(Arc::new(Fit::new(FitMethod::Gaussian))),
+        udaf(Arc::new(Fit::new(FitMethod::Gamma))),
+        udaf(Arc::new(Fit::new(FitMethod::Isotonic))),
+        udaf(Arc::new(Fit::new(FitMethod::Histogram))),
     ]
 }
 
@@ -62,6 +71,9 @@ pub fn all_scalar_functions() -> Vec<Arc<ScalarUDF>> {
     ]
     .into_iter()
     .map(|k| Arc::new(ScalarUDF::new_from_impl(CalibScalar::new(k))))
+    .chain(std::iter::once(Arc::new(ScalarUDF::new_from_impl(
+        model::Calibrate::new(),
+    ))))
     .collect()
 }
 

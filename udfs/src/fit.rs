@@ -1,0 +1,970 @@
+//! Calibrators fitted as aggregates: `fit_platt`, `fit_gaussian_calib`, `fit_gamma_calib`,
+//! `fit_isotonic`, `fit_histogram`. Each returns the one model struct of [`crate::model`],
+//! which `calibrate(score, model)` applies.
+//!
+//! ## Objective
+//! Every row has a score s and a target t: the label y, or with a propensity the IPS
+//! pseudo-label y/ω, ω = max(propensity, clip) (UERM, Kweon et al.). The parametric fits
+//! minimise the mean of `softplus(f(s)) − t·f(s)`, which is the log loss `−[t ln σ(f) + (1−t)
+//! ln(1−σ(f))]` (the loss of `logloss` / `ips_logloss`, without the clipping at machine
+//! epsilon, which only matters where |f| > 36).
+//!
+//! ## State: exact points, then a fixed fine grid
+//! Rows with the same score contribute the same way, so the state is one entry per distinct
+//! score: Σ1 and Σt. Up to [`EXACT_CAP`] distinct scores per group this is exact. Beyond that
+//! the state switches to a fixed grid of cells — 4096 cells per power of two of |s| (relative
+//! width 2⁻¹²) and 8192 linear cells for |s| < 2⁻¹⁶ — keeping per cell Σ1, Σt and the first
+//! two moments of the offset d = s − cell start under both weights. A cell then enters the
+//! objective as the two-point rule m ± σ that matches those moments, which is exact for the
+//! terms linear in t (f is quadratic in s for Platt and Gaussian) and leaves an error of the
+//! order of f‴·(cell width)³ per row in the softplus term — far below 1e-6 relative for any
+//! data where a cell is narrower than the scale on which the calibrator bends. The grid is
+//! fixed, so merging states is exact and the result does not depend on partitioning. Memory
+//! is bounded by the number of cells the data spans (at most 4096 per octave of |s|), not by
+//! rows. Isotonic and histogram fits in grid mode use each cell's mean score.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
+use datafusion_common::{exec_err, internal_err, Result};
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{
+    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
+};
+use datafusion_macros::user_doc;
+use hashbrown::HashMap;
+
+use crate::common::{
+    check_propensity, check_y, f64_list_type, f64s, for_each_row, list_parts, literal_checked,
+    n_bins, usable_rows, Arg, CallShape,
+};
+use crate::kernel::{Groups, Kernel, Single};
+use crate::model::{Model, ModelBuilder};
+use crate::optim::{minimise, objective, Node};
+
+/// Distinct scores kept exactly per group before switching to the fixed grid.
+pub const EXACT_CAP: usize = 1 << 16;
+/// Default number of bins of `fit_histogram`.
+pub const DEFAULT_HISTOGRAM_BINS: usize = 15;
+/// Default lower clip of propensities.
+pub const DEFAULT_FIT_CLIP: f64 = 0.1;
+/// Gamma calibration's shift lies this fraction of the score range below the smallest score.
+pub const GAMMA_SHIFT_FRACTION: f64 = 1e-3;
+
+const CELL_BITS: u32 = 12;
+const LINEAR_LIMIT: f64 = 1.0 / 65536.0; // 2^-16
+const LINEAR_WIDTH: f64 = LINEAR_LIMIT / 4096.0; // 2^-28
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FitMethod {
+    Platt,
+    Gaussian,
+    Gamma,
+    Isotonic,
+    Histogram,
+}
+
+impl FitMethod {
+    pub fn function_name(&self) -> &'static str {
+        match self {
+            FitMethod::Platt => "fit_platt",
+            FitMethod::Gaussian => "fit_gaussian_calib",
+            FitMethod::Gamma => "fit_gamma_calib",
+            FitMethod::Isotonic => "fit_isotonic",
+            FitMethod::Histogram => "fit_histogram",
+        }
+    }
+
+    /// The `method` field of the model.
+    pub fn model_name(&self) -> &'static str {
+        match self {
+            FitMethod::Platt => "platt",
+            FitMethod::Gaussian => "gaussian",
+            FitMethod::Gamma => "gamma",
+            FitMethod::Isotonic => "isotonic",
+            FitMethod::Histogram => "histogram",
+        }
+    }
+}
+
+const FIT_ARGS: &[Arg] = &[Arg::Num("score"), Arg::Label("y")];
+const FIT_OPTIONAL: &[Arg] = &[Arg::Num("propensity"), Arg::LitNum("clip")];
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits Platt scaling `σ(b·s + c)` (Kweon et al. eq. 7) with b >= 0, by minimising the mean log loss \
+— or, with `propensity`, the mean IPS log loss (UERM) with ω = max(propensity, clip). Returns a model struct for \
+`calibrate(score, model)`.",
+    syntax_example = "fit_platt(score, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, m['converged'] AS converged, round(calibrate(0, m), 6) AS p0
+  FROM (SELECT fit_platt(s, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (0.0, 0), (0.0, 1), (1.0, 1), (1.0, 0), (2.0, 1)) AS t(s, y));
++--------+-----------+-----+
+| method | converged | p0  |
++--------+-----------+-----+
+| platt  | true      | 0.5 |
++--------+-----------+-----+
+```"#,
+    argument(name = "score", description = "Raw ranking score, any finite number."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitPlattDoc;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits Gaussian calibration `σ(a·s² + b·s + c)` (Kweon et al. eq. 10) under the monotonicity \
+constraints `2a·s + b >= 0` at the smallest and largest fitted score, by minimising the mean log loss (or the IPS \
+log loss with `propensity`). `calibrate` clamps scores into [s_min, s_max].",
+    syntax_example = "fit_gaussian_calib(score, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, m['s_min'] AS s_min, m['s_max'] AS s_max
+  FROM (SELECT fit_gaussian_calib(s, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (0.0, 0), (0.0, 1), (1.0, 1), (1.0, 0), (2.0, 1)) AS t(s, y));
++----------+-------+-------+
+| method   | s_min | s_max |
++----------+-------+-------+
+| gaussian | -2.0  | 2.0   |
++----------+-------+-------+
+```"#,
+    argument(name = "score", description = "Raw ranking score, any finite number."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitGaussianDoc;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits Gamma calibration `σ(a·ln s' + b·s' + c)` with `s' = s − shift` (Kweon et al. eq. 12) under \
+the monotonicity constraints `a/s' + b >= 0` at both ends of the fitted range. `shift` lies 0.1% of the score \
+range below the smallest score (1 below it when all scores are equal) and is stored in the model. `calibrate` \
+clamps scores into [s_min, s_max].",
+    syntax_example = "fit_gamma_calib(score, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, m['shift'] AS shift
+  FROM (SELECT fit_gamma_calib(s, y) AS m FROM (VALUES (0.0, 0), (1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1), (3.0, 1), (3.0, 0), (4.0, 1)) AS t(s, y));
++--------+--------+
+| method | shift  |
++--------+--------+
+| gamma  | -0.004 |
++--------+--------+
+```"#,
+    argument(name = "score", description = "Raw ranking score, any finite number."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitGammaDoc;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits isotonic regression (pool-adjacent-violators) of the label on the score, kept as the points \
+`knots_x`/`knots_y`; `calibrate` interpolates linearly between them and clips outside, exactly as scikit-learn's \
+`IsotonicRegression(out_of_bounds='clip')`. With `propensity`, PAV runs on the IPS pseudo-labels y/ω and the fitted \
+values are clipped to [0, 1].",
+    syntax_example = "fit_isotonic(score, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['knots_x'] AS x, m['knots_y'] AS y
+  FROM (SELECT fit_isotonic(s, y) AS m FROM (VALUES (1.0, 0), (2.0, 1), (3.0, 0), (4.0, 1)) AS t(s, y));
++----------------------+----------------------+
+| x                    | y                    |
++----------------------+----------------------+
+| [1.0, 2.0, 3.0, 4.0] | [0.0, 0.5, 0.5, 1.0] |
++----------------------+----------------------+
+```"#,
+    argument(name = "score", description = "Raw ranking score, any finite number."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: PAV on y/ω."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitIsotonicDoc;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Histogram binning: n_bins equal-width bins over [s_min, s_max], each predicting the positive rate \
+of its rows; an empty bin predicts the overall positive rate. The model keeps the n_bins + 1 edges in `knots_x` and \
+the rates in `knots_y`; `calibrate` clamps scores into the range.",
+    syntax_example = "fit_histogram(score, y [, n_bins])",
+    sql_example = r#"```sql
+> SELECT m['knots_y'] AS rates
+  FROM (SELECT fit_histogram(s, y, 2) AS m FROM (VALUES (0.0, 0), (1.0, 0), (2.0, 1), (3.0, 1), (4.0, 0)) AS t(s, y));
++---------------------------+
+| rates                     |
++---------------------------+
+| [0.0, 0.6666666666666666] |
++---------------------------+
+```"#,
+    argument(name = "score", description = "Raw ranking score, any finite number."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "n_bins",
+        description = "Number of bins, an integer constant in [1, 10000]. Default 15."
+    )
+)]
+struct FitHistogramDoc;
+
+/// One of the `fit_*` aggregates.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Fit {
+    method: FitMethod,
+    signature: Signature,
+}
+
+impl Fit {
+    pub fn new(method: FitMethod) -> Self {
+        let mut f = Self {
+            method,
+            signature: Signature::user_defined(Volatility::Immutable),
+        };
+        f.signature = f.shape().signature();
+        f
+    }
+
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: self.method.function_name(),
+            required: FIT_ARGS,
+            optional: match self.method {
+                FitMethod::Histogram => &[Arg::LitInt("n_bins")],
+                _ => FIT_OPTIONAL,
+            },
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<FitKernel> {
+        let func = self.method.function_name();
+        let (bins, prop_col, clip) = match self.method {
+            FitMethod::Histogram => (
+                match args.exprs.get(2) {
+                    Some(e) => n_bins(func, e)?,
+                    None => DEFAULT_HISTOGRAM_BINS,
+                },
+                None,
+                0.0,
+            ),
+            _ => (
+                0,
+                (args.exprs.len() > 2).then_some(2),
+                match args.exprs.get(3) {
+                    Some(e) => {
+                        literal_checked(func, "clip", e, "in [0, 1]", |x| (0.0..=1.0).contains(&x))?
+                    }
+                    None => DEFAULT_FIT_CLIP,
+                },
+            ),
+        };
+        Ok(FitKernel {
+            method: self.method,
+            bins,
+            prop_col,
+            clip,
+            groups: vec![],
+            bytes: 0,
+        })
+    }
+}
+
+impl AggregateUDFImpl for Fit {
+    fn name(&self) -> &str {
+        self.method.function_name()
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.shape().coerce_lenient(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape().coerce(arg_types)?;
+        Ok(crate::model::model_type())
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(Single::new(self.kernel(&args)?)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        let f =
+            |n: &str, t: DataType| Arc::new(Field::new(format_state_name(args.name, n), t, true));
+        Ok(vec![
+            f("grid", DataType::Boolean),
+            f("rows", DataType::Int64),
+            f("s_min", DataType::Float64),
+            f("s_max", DataType::Float64),
+            f(
+                "keys",
+                DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))),
+            ),
+            f("lo", f64_list_type()),
+            f("n", f64_list_type()),
+            f("t", f64_list_type()),
+            f("nd", f64_list_type()),
+            f("nd2", f64_list_type()),
+            f("td", f64_list_type()),
+            f("td2", f64_list_type()),
+        ])
+    }
+
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(Groups(self.kernel(&args)?)))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        match self.method {
+            FitMethod::Platt => FitPlattDoc.doc(),
+            FitMethod::Gaussian => FitGaussianDoc.doc(),
+            FitMethod::Gamma => FitGammaDoc.doc(),
+            FitMethod::Isotonic => FitIsotonicDoc.doc(),
+            FitMethod::Histogram => FitHistogramDoc.doc(),
+        }
+    }
+}
+
+/// One distinct score (exact mode) or one grid cell: sums of 1 and t, and the first two
+/// moments of the offset from `lo` under both.
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
+    lo: f64,
+    n: f64,
+    t: f64,
+    nd: f64,
+    nd2: f64,
+    td: f64,
+    td2: f64,
+}
+
+/// The grid cell of a score: its key and its start.
+#[inline]
+fn cell(s: f64) -> (i64, f64) {
+    if s.abs() < LINEAR_LIMIT {
+        let k = (s / LINEAR_WIDTH).floor();
+        (k as i64, k * LINEAR_WIDTH)
+    } else {
+        let shift = 52 - CELL_BITS;
+        let top = s.abs().to_bits() >> shift;
+        let (lo_abs, hi_abs) = (
+            f64::from_bits(top << shift),
+            f64::from_bits((top + 1) << shift),
+        );
+        if s > 0.0 {
+            (top as i64 + (1 << 40), lo_abs)
+        } else {
+            (-(top as i64) - (1 << 40), -hi_abs)
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct FitState {
+    grid: bool,
+    index: HashMap<i64, usize>,
+    entries: Vec<Entry>,
+    rows: i64,
+    s_min: f64,
+    s_max: f64,
+}
+
+const ENTRY_BYTES: usize = size_of::<Entry>() + 2 * size_of::<(i64, usize)>();
+
+impl FitState {
+    fn new() -> Self {
+        Self {
+            s_min: f64::INFINITY,
+            s_max: f64::NEG_INFINITY,
+            ..Default::default()
+        }
+    }
+
+    /// Adds one row (or an exact point of `n` rows); returns the bytes a new entry cost.
+    #[inline]
+    fn add_point(&mut self, s: f64, n: f64, t: f64) -> usize {
+        if self.grid {
+            let (key, lo) = cell(s);
+            let d = s - lo;
+            self.add_entry(
+                key,
+                Entry {
+                    lo,
+                    n,
+                    t,
+                    nd: n * d,
+                    nd2: n * d * d,
+                    td: t * d,
+                    td2: t * d * d,
+                },
+            )
+        } else {
+            let s = if s == 0.0 { 0.0 } else { s }; // -0.0 and 0.0 are one score
+            let cost = self.add_entry(
+                s.to_bits() as i64,
+                Entry {
+                    lo: s,
+                    n,
+                    t,
+                    ..Default::default()
+                },
+            );
+            if self.entries.len() > EXACT_CAP {
+                return cost + self.to_grid();
+            }
+            cost
+        }
+    }
+
+    #[inline]
+    fn add_entry(&mut self, key: i64, e: Entry) -> usize {
+        match self.index.get(&key) {
+            Some(&i) => {
+                let x = &mut self.entries[i];
+                x.n += e.n;
+                x.t += e.t;
+                x.nd += e.nd;
+                x.nd2 += e.nd2;
+                x.td += e.td;
+                x.td2 += e.td2;
+                0
+            }
+            None => {
+                self.index.insert(key, self.entries.len());
+                self.entries.push(e);
+                ENTRY_BYTES
+            }
+        }
+    }
+
+    /// Switches from exact points to the grid; returns the change in bytes (may be negative,
+    /// reported as 0 — the caller recomputes sizes from entry counts).
+    fn to_grid(&mut self) -> usize {
+        let old = std::mem::take(&mut self.entries);
+        self.index.clear();
+        self.grid = true;
+        for e in old {
+            self.add_point(e.lo, e.n, e.t);
+        }
+        0
+    }
+
+    fn len_bytes(&self) -> usize {
+        self.entries.len() * ENTRY_BYTES
+    }
+
+    fn observe_range(&mut self, lo: f64, hi: f64) {
+        self.s_min = self.s_min.min(lo);
+        self.s_max = self.s_max.max(hi);
+    }
+
+    /// The points (score, Σ1, Σt) in score order: exact scores, or each cell's mean.
+    fn sorted_points(&self) -> Vec<(f64, f64, f64)> {
+        let mut pts: Vec<(f64, f64, f64)> = self
+            .entries
+            .iter()
+            .filter(|e| e.n > 0.0)
+            .map(|e| {
+                let s = if self.grid {
+                    (e.lo + e.nd / e.n).clamp(self.s_min, self.s_max)
+                } else {
+                    e.lo
+                };
+                (s, e.n, e.t)
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    }
+
+    /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits.
+    fn nodes(&self) -> Vec<(f64, f64, f64)> {
+        let mut out = Vec::with_capacity(self.entries.len() * 2);
+        let clamp = |s: f64| s.clamp(self.s_min, self.s_max);
+        for e in &self.entries {
+            if !self.grid {
+                out.push((e.lo, e.n, e.t));
+                continue;
+            }
+            let mut two_point = |w: f64, m1: f64, m2: f64, is_t: bool| {
+                if w <= 0.0 {
+                    return;
+                }
+                let mean = m1 / w;
+                let sd = (m2 / w - mean * mean).max(0.0).sqrt();
+                for s in [e.lo + mean - sd, e.lo + mean + sd] {
+                    if is_t {
+                        out.push((clamp(s), 0.0, w / 2.0));
+                    } else {
+                        out.push((clamp(s), w / 2.0, 0.0));
+                    }
+                }
+            };
+            two_point(e.n, e.nd, e.nd2, false);
+            two_point(e.t, e.td, e.td2, true);
+        }
+        out
+    }
+}
+
+#[derive(Debug)]
+struct FitKernel {
+    method: FitMethod,
+    bins: usize,
+    prop_col: Option<usize>,
+    clip: f64,
+    groups: Vec<FitState>,
+    bytes: usize,
+}
+
+impl FitKernel {
+    fn func(&self) -> &'static str {
+        self.method.function_name()
+    }
+
+    fn finish(&self, st: &FitState) -> Option<Model> {
+        if st.rows == 0 {
+            return None;
+        }
+        let mut m = ModelBuilder::new(self.method.model_name(), st.rows, st.s_min, st.s_max);
+        match self.method {
+            FitMethod::Platt | FitMethod::Gaussian | FitMethod::Gamma => {
+                fit_parametric(self.method, st, &mut m)
+            }
+            FitMethod::Isotonic => fit_isotonic(st, self.prop_col.is_some(), &mut m),
+            FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
+        }
+        Some(m.build())
+    }
+}
+
+impl Kernel for FitKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            method: self.method,
+            bins: self.bins,
+            prop_col: self.prop_col,
+            clip: self.clip,
+            groups: vec![],
+            bytes: 0,
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.groups.len() < n {
+            self.groups.resize_with(n, FitState::new);
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let func = self.func();
+        let s = f64s(&values[0]).values();
+        let y = f64s(&values[1]).values();
+        let clip = self.clip;
+        let states = &mut self.groups;
+        let bytes = &mut self.bytes;
+        let mut add = |g: usize, si: f64, t: f64| -> Result<()> {
+            if !si.is_finite() {
+                return exec_err!("{func}: argument score must be finite, got {si}");
+            }
+            let st = &mut states[g];
+            let before = st.len_bytes();
+            st.add_point(si, 1.0, t);
+            st.rows += 1;
+            st.observe_range(si, si);
+            *bytes = *bytes + st.len_bytes() - before;
+            Ok(())
+        };
+        match self.prop_col {
+            None => {
+                let mask = usable_rows(&[&values[0], &values[1]], filter);
+                for_each_row(s.len(), &mask, |i| {
+                    add(groups[i], s[i], check_y(func, y[i])?)
+                })
+            }
+            Some(pc) => {
+                let q = f64s(&values[pc]).values();
+                let mask = usable_rows(&[&values[0], &values[1], &values[pc]], filter);
+                for_each_row(s.len(), &mask, |i| {
+                    let yi = check_y(func, y[i])?;
+                    let omega = check_propensity(func, q[i])?.max(clip);
+                    add(groups[i], s[i], yi / omega)
+                })
+            }
+        }
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let grid = states[0].as_boolean();
+        let rows = states[1].as_primitive::<Int64Type>();
+        let s_min = states[2].as_primitive::<Float64Type>();
+        let s_max = states[3].as_primitive::<Float64Type>();
+        let keys_list = states[4].as_list::<i32>();
+        let keys = keys_list.values().as_primitive::<Int64Type>().values();
+        let offsets = keys_list.value_offsets();
+        let cols: Vec<(&[i32], &[f64])> = states[5..12].iter().map(list_parts).collect();
+        if cols.iter().any(|(o, _)| *o != offsets) {
+            return internal_err!("{}: malformed partial state", self.func());
+        }
+        for (r, &g) in groups.iter().enumerate() {
+            if rows.is_null(r) || rows.value(r) == 0 {
+                continue;
+            }
+            let st = &mut self.groups[g];
+            let before = st.len_bytes();
+            let incoming_grid = grid.value(r);
+            if incoming_grid && !st.grid {
+                st.to_grid();
+            }
+            for j in offsets[r] as usize..offsets[r + 1] as usize {
+                let e = Entry {
+                    lo: cols[0].1[j],
+                    n: cols[1].1[j],
+                    t: cols[2].1[j],
+                    nd: cols[3].1[j],
+                    nd2: cols[4].1[j],
+                    td: cols[5].1[j],
+                    td2: cols[6].1[j],
+                };
+                if incoming_grid {
+                    st.add_entry(keys[j], e);
+                } else {
+                    st.add_point(e.lo, e.n, e.t);
+                }
+            }
+            st.rows += rows.value(r);
+            st.observe_range(s_min.value(r), s_max.value(r));
+            self.bytes = self.bytes + st.len_bytes() - before;
+        }
+        Ok(())
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let sts = &self.groups[range];
+        let offsets = OffsetBuffer::from_lengths(sts.iter().map(|s| s.entries.len()));
+        let list = |vals: ArrayRef, t: DataType| -> ArrayRef {
+            Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(t, true)),
+                offsets.clone(),
+                vals,
+                None,
+            ))
+        };
+        let mut keys = vec![];
+        for st in sts {
+            let mut k: Vec<(i64, usize)> = st.index.iter().map(|(k, i)| (*k, *i)).collect();
+            k.sort_by_key(|(_, i)| *i);
+            keys.extend(k.into_iter().map(|(k, _)| k));
+        }
+        let field = |f: fn(&Entry) -> f64| -> ArrayRef {
+            let v: Float64Array = sts.iter().flat_map(|s| s.entries.iter().map(f)).collect();
+            list(Arc::new(v), DataType::Float64)
+        };
+        Ok(vec![
+            Arc::new(BooleanArray::from(
+                sts.iter().map(|s| s.grid).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                sts.iter().map(|s| s.rows).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                sts.iter().map(|s| s.s_min).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
+            )),
+            list(Arc::new(Int64Array::from(keys)), DataType::Int64),
+            field(|e| e.lo),
+            field(|e| e.n),
+            field(|e| e.t),
+            field(|e| e.nd),
+            field(|e| e.nd2),
+            field(|e| e.td),
+            field(|e| e.td2),
+        ])
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let models: Vec<Option<Model>> = self.groups[range]
+            .iter()
+            .map(|st| self.finish(st))
+            .collect();
+        crate::model::models_to_array(&models)
+    }
+
+    fn drain(&mut self, n: usize) {
+        for st in self.groups.drain(..n) {
+            self.bytes -= st.len_bytes();
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes + self.groups.capacity() * size_of::<FitState>()
+    }
+}
+
+/// Mean of the t-weighted log loss of fitted probabilities `p` at the points
+/// (clipped to machine epsilon, as `logloss` / `ips_logloss`).
+fn points_loss(points: &[(f64, f64, f64)], p: impl Fn(usize) -> f64) -> f64 {
+    let eps = crate::loss::DEFAULT_EPS;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (i, &(_, n, t)) in points.iter().enumerate() {
+        let pi = p(i).clamp(eps, 1.0 - eps);
+        num += -t * pi.ln() - (n - t) * (-pi).ln_1p();
+        den += n;
+    }
+    num / den
+}
+
+fn fit_isotonic(st: &FitState, ips: bool, m: &mut ModelBuilder) {
+    let pts = st.sorted_points();
+    // Pool adjacent violators on the means t/n with weights n.
+    let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(pts.len()); // (Σn, Σt, len)
+    for &(_, n, t) in &pts {
+        blocks.push((n, t, 1));
+        while blocks.len() > 1 {
+            let (n2, t2, l2) = blocks[blocks.len() - 1];
+            let (n1, t1, l1) = blocks[blocks.len() - 2];
+            if t1 / n1 > t2 / n2 {
+                blocks.pop();
+                let last = blocks.len() - 1;
+                blocks[last] = (n1 + n2, t1 + t2, l1 + l2);
+            } else {
+                break;
+            }
+        }
+    }
+    let mut fitted = Vec::with_capacity(pts.len());
+    for (n, t, len) in blocks {
+        let v = t / n;
+        let v = if ips { v.clamp(0.0, 1.0) } else { v };
+        fitted.extend(std::iter::repeat_n(v, len));
+    }
+    m.loss = Some(points_loss(&pts, |i| fitted[i]));
+    // Drop interior points whose value equals both neighbours (as scikit-learn does).
+    let k = fitted.len();
+    let keep: Vec<bool> = (0..k)
+        .map(|i| i == 0 || i + 1 == k || fitted[i] != fitted[i - 1] || fitted[i] != fitted[i + 1])
+        .collect();
+    m.knots_x = Some((0..k).filter(|&i| keep[i]).map(|i| pts[i].0).collect());
+    m.knots_y = Some((0..k).filter(|&i| keep[i]).map(|i| fitted[i]).collect());
+    m.converged = Some(true);
+}
+
+fn fit_histogram(st: &FitState, bins: usize, m: &mut ModelBuilder) {
+    let pts = st.sorted_points();
+    let (lo, hi) = (st.s_min, st.s_max);
+    let width = hi - lo;
+    let bin_of = |s: f64| {
+        if width > 0.0 {
+            (((s - lo) / width * bins as f64).floor().max(0.0) as usize).min(bins - 1)
+        } else {
+            0
+        }
+    };
+    let mut n = vec![0.0; bins];
+    let mut t = vec![0.0; bins];
+    for &(s, pn, pt) in &pts {
+        let b = bin_of(s);
+        n[b] += pn;
+        t[b] += pt;
+    }
+    let overall = t.iter().sum::<f64>() / n.iter().sum::<f64>();
+    let rates: Vec<f64> = (0..bins)
+        .map(|b| if n[b] > 0.0 { t[b] / n[b] } else { overall })
+        .collect();
+    m.loss = Some(points_loss(&pts, |i| rates[bin_of(pts[i].0)]));
+    m.knots_x = Some(
+        (0..=bins)
+            .map(|k| {
+                if k == bins {
+                    hi
+                } else {
+                    lo + width * k as f64 / bins as f64
+                }
+            })
+            .collect(),
+    );
+    m.knots_y = Some(rates);
+    m.converged = Some(true);
+}
+
+/// Weighted mean and standard deviation of node scores (softplus weights).
+fn moments(nodes: &[(f64, f64, f64)]) -> (f64, f64) {
+    let w: f64 = nodes.iter().map(|n| n.1).sum();
+    let mean = nodes.iter().map(|n| n.1 * n.0).sum::<f64>() / w;
+    let var = nodes
+        .iter()
+        .map(|n| n.1 * (n.0 - mean).powi(2))
+        .sum::<f64>()
+        / w;
+    (mean, var.sqrt())
+}
+
+fn fit_parametric(method: FitMethod, st: &FitState, m: &mut ModelBuilder) {
+    let raw = st.nodes();
+    let n = st.rows as f64;
+    let total_t: f64 = raw.iter().map(|x| x.2).sum();
+    let rate = (total_t / n).clamp(1e-9, 1.0 - 1e-9);
+    let c0 = (rate / (1.0 - rate)).ln();
+    let (s_min, s_max) = (st.s_min, st.s_max);
+    match method {
+        FitMethod::Platt | FitMethod::Gaussian => {
+            let (mu, sd) = moments(&raw);
+            let sd = if sd > 0.0 && sd.is_finite() { sd } else { 1.0 };
+            let u = |s: f64| (s - mu) / sd;
+            let (u_min, u_max) = (u(s_min), u(s_max));
+            if method == FitMethod::Platt {
+                let nodes: Vec<Node<2>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| Node {
+                        phi: [1.0, u(s)],
+                        a,
+                        t,
+                    })
+                    .collect();
+                let sol = minimise(&nodes, n, &[[0.0, 1.0]], [c0, 0.0]);
+                let [cu, bu] = sol.theta;
+                let b = bu / sd;
+                let c = cu - bu * mu / sd;
+                m.b = Some(b);
+                m.c = Some(c);
+                m.iterations = Some(sol.iterations);
+                m.converged = Some(sol.converged);
+                let raw_nodes: Vec<Node<2>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| Node {
+                        phi: [1.0, s],
+                        a,
+                        t,
+                    })
+                    .collect();
+                m.loss = Some(objective(&raw_nodes, n, &[c, b]));
+            } else {
+                let nodes: Vec<Node<3>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| {
+                        let x = u(s);
+                        Node {
+                            phi: [1.0, x, x * x],
+                            a,
+                            t,
+                        }
+                    })
+                    .collect();
+                let cons = [[0.0, 1.0, 2.0 * u_min], [0.0, 1.0, 2.0 * u_max]];
+                let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
+                let [cu, bu, au] = sol.theta;
+                let a = au / (sd * sd);
+                let b = bu / sd - 2.0 * au * mu / (sd * sd);
+                let c = cu - bu * mu / sd + au * mu * mu / (sd * sd);
+                m.a = Some(a);
+                m.b = Some(b);
+                m.c = Some(c);
+                m.iterations = Some(sol.iterations);
+                m.converged = Some(sol.converged);
+                let raw_nodes: Vec<Node<3>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| Node {
+                        phi: [1.0, s, s * s],
+                        a,
+                        t,
+                    })
+                    .collect();
+                m.loss = Some(objective(&raw_nodes, n, &[c, b, a]));
+            }
+        }
+        FitMethod::Gamma => {
+            let range = s_max - s_min;
+            let shift = if range > 0.0 {
+                s_min - GAMMA_SHIFT_FRACTION * range
+            } else {
+                s_min - 1.0
+            };
+            let sp = |s: f64| s - shift;
+            let kappa = raw.iter().map(|x| x.1 * sp(x.0)).sum::<f64>() / n;
+            let kappa = if kappa > 0.0 && kappa.is_finite() {
+                kappa
+            } else {
+                1.0
+            };
+            let v = |s: f64| sp(s) / kappa;
+            let nodes: Vec<Node<3>> = raw
+                .iter()
+                .map(|&(s, a, t)| {
+                    let x = v(s);
+                    Node {
+                        phi: [1.0, x.ln(), x],
+                        a,
+                        t,
+                    }
+                })
+                .collect();
+            let cons = [[0.0, 1.0, v(s_min)], [0.0, 1.0, v(s_max)]];
+            let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
+            let [cv, av, bv] = sol.theta;
+            let a = av;
+            let b = bv / kappa;
+            let c = cv - av * kappa.ln();
+            m.a = Some(a);
+            m.b = Some(b);
+            m.c = Some(c);
+            m.shift = Some(shift);
+            m.iterations = Some(sol.iterations);
+            m.converged = Some(sol.converged);
+            let raw_nodes: Vec<Node<3>> = raw
+                .iter()
+                .map(|&(s, a, t)| Node {
+                    phi: [1.0, sp(s).ln(), sp(s)],
+                    a,
+                    t,
+                })
+                .collect();
+            m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
+        }
+        FitMethod::Isotonic | FitMethod::Histogram => {}
+    }
+}

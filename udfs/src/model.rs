@@ -1,0 +1,450 @@
+//! The calibration model — one Arrow struct type shared by every `fit_*` aggregate, so
+//! models of different methods can be stored in one Parquet table, unioned and compared —
+//! and `calibrate(score, model)`, which applies any of them.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray,
+    StringArray, StructArray,
+};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
+use datafusion_common::{exec_err, plan_err, Result, ScalarValue};
+use datafusion_expr::{
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    TypeSignature, Volatility,
+};
+use datafusion_macros::user_doc;
+
+use crate::scalars::sigmoid;
+
+/// The fields of the model struct, in order.
+pub fn model_fields() -> Fields {
+    let list = || DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
+    Fields::from(vec![
+        Field::new("method", DataType::Utf8, true),
+        Field::new("a", DataType::Float64, true),
+        Field::new("b", DataType::Float64, true),
+        Field::new("c", DataType::Float64, true),
+        Field::new("shift", DataType::Float64, true),
+        Field::new("s_min", DataType::Float64, true),
+        Field::new("s_max", DataType::Float64, true),
+        Field::new("knots_x", list(), true),
+        Field::new("knots_y", list(), true),
+        Field::new("n", DataType::Int64, true),
+        Field::new("weight", DataType::Float64, true),
+        Field::new("loss", DataType::Float64, true),
+        Field::new("iterations", DataType::Int32, true),
+        Field::new("converged", DataType::Boolean, true),
+    ])
+}
+
+/// The model struct type.
+pub fn model_type() -> DataType {
+    DataType::Struct(model_fields())
+}
+
+/// A fitted model, one row of the model struct.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Model {
+    pub method: String,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    pub c: Option<f64>,
+    pub shift: Option<f64>,
+    pub s_min: Option<f64>,
+    pub s_max: Option<f64>,
+    pub knots_x: Option<Vec<f64>>,
+    pub knots_y: Option<Vec<f64>>,
+    pub n: Option<i64>,
+    pub weight: Option<f64>,
+    pub loss: Option<f64>,
+    pub iterations: Option<i32>,
+    pub converged: Option<bool>,
+}
+
+/// Fills a [`Model`] as a fit proceeds.
+pub(crate) type ModelBuilder = Model;
+
+impl Model {
+    pub(crate) fn new(method: &str, rows: i64, s_min: f64, s_max: f64) -> Self {
+        Model {
+            method: method.to_string(),
+            s_min: Some(s_min),
+            s_max: Some(s_max),
+            n: Some(rows),
+            weight: Some(rows as f64),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn build(self) -> Model {
+        self
+    }
+}
+
+fn f64_list(rows: impl Iterator<Item = Option<Vec<f64>>>) -> ArrayRef {
+    let rows: Vec<Option<Vec<f64>>> = rows.collect();
+    let offsets = OffsetBuffer::from_lengths(rows.iter().map(|r| r.as_ref().map_or(0, Vec::len)));
+    let values: Float64Array = rows.iter().flatten().flatten().copied().map(Some).collect();
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        offsets,
+        Arc::new(values),
+        Some(nulls),
+    ))
+}
+
+/// Models as a struct array (NULL rows for groups without data).
+pub(crate) fn models_to_array(models: &[Option<Model>]) -> Result<ArrayRef> {
+    let get = |f: fn(&Model) -> Option<f64>| -> ArrayRef {
+        Arc::new(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(f))
+                .collect::<Float64Array>(),
+        )
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(
+            models
+                .iter()
+                .map(|m| m.as_ref().map(|m| m.method.as_str()))
+                .collect::<StringArray>(),
+        ),
+        get(|m| m.a),
+        get(|m| m.b),
+        get(|m| m.c),
+        get(|m| m.shift),
+        get(|m| m.s_min),
+        get(|m| m.s_max),
+        f64_list(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.knots_x.clone())),
+        ),
+        f64_list(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.knots_y.clone())),
+        ),
+        Arc::new(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.n))
+                .collect::<Int64Array>(),
+        ),
+        get(|m| m.weight),
+        get(|m| m.loss),
+        Arc::new(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.iterations))
+                .collect::<Int32Array>(),
+        ),
+        Arc::new(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.converged))
+                .collect::<BooleanArray>(),
+        ),
+    ];
+    let nulls = NullBuffer::from(models.iter().map(Option::is_some).collect::<Vec<_>>());
+    Ok(Arc::new(StructArray::try_new(
+        model_fields(),
+        columns,
+        Some(nulls),
+    )?))
+}
+
+/// Evaluates one model at a score.
+pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
+    let num = |name: &str, col: Option<&Float64Array>| -> Result<f64> {
+        match col {
+            Some(c) if c.is_valid(row) => Ok(c.value(row)),
+            _ => exec_err!(
+                "calibrate: argument model ({} model) has no {name}",
+                m.method(row)
+            ),
+        }
+    };
+    let clamp =
+        |s: f64| -> Result<f64> { Ok(s.clamp(num("s_min", m.s_min)?, num("s_max", m.s_max)?)) };
+    Ok(match m.method(row) {
+        "platt" => sigmoid(num("b", m.b)? * s + num("c", m.c)?),
+        "gaussian" => {
+            let s = clamp(s)?;
+            sigmoid((num("a", m.a)? * s + num("b", m.b)?) * s + num("c", m.c)?)
+        }
+        "gamma" => {
+            let sp = clamp(s)? - num("shift", m.shift)?;
+            sigmoid(num("a", m.a)? * sp.ln() + num("b", m.b)? * sp + num("c", m.c)?)
+        }
+        "isotonic" => {
+            let (x, y) = m.knots(row)?;
+            interp(s, x, y)
+        }
+        "histogram" => {
+            let (_, y) = m.knots(row)?;
+            let (lo, hi) = (num("s_min", m.s_min)?, num("s_max", m.s_max)?);
+            let bins = y.len();
+            let k = if hi > lo {
+                (((s.clamp(lo, hi) - lo) / (hi - lo) * bins as f64).floor() as usize).min(bins - 1)
+            } else {
+                0
+            };
+            y[k]
+        }
+        other => {
+            return exec_err!(
+                "calibrate: argument model has unknown method '{other}' (expected platt, gaussian, gamma, isotonic or histogram)"
+            )
+        }
+    })
+}
+
+/// `numpy.interp`: linear between knots, the end values outside.
+fn interp(s: f64, x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len();
+    if s <= x[0] {
+        return y[0];
+    }
+    if s >= x[n - 1] {
+        return y[n - 1];
+    }
+    let j = x.partition_point(|&v| v <= s); // x[j-1] <= s < x[j]
+    let (x0, x1, y0, y1) = (x[j - 1], x[j], y[j - 1], y[j]);
+    if s == x0 {
+        return y0;
+    }
+    y0 + (s - x0) * (y1 - y0) / (x1 - x0)
+}
+
+/// Typed views of the columns of a model struct array.
+pub struct ModelRef<'a> {
+    method: &'a StringArray,
+    a: Option<&'a Float64Array>,
+    b: Option<&'a Float64Array>,
+    c: Option<&'a Float64Array>,
+    shift: Option<&'a Float64Array>,
+    s_min: Option<&'a Float64Array>,
+    s_max: Option<&'a Float64Array>,
+    knots_x: Option<&'a ListArray>,
+    knots_y: Option<&'a ListArray>,
+}
+
+impl<'a> ModelRef<'a> {
+    fn method(&self, row: usize) -> &'a str {
+        self.method.value(row)
+    }
+
+    fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
+        let part = |l: Option<&'a ListArray>, name: &str| -> Result<&'a [f64]> {
+            match l {
+                Some(l) if l.is_valid(row) => {
+                    let offs = l.value_offsets();
+                    let vals = l.values().as_primitive::<Float64Type>().values();
+                    Ok(&vals[offs[row] as usize..offs[row + 1] as usize])
+                }
+                _ => exec_err!("calibrate: argument model has no {name}"),
+            }
+        };
+        let (x, y) = (
+            part(self.knots_x, "knots_x")?,
+            part(self.knots_y, "knots_y")?,
+        );
+        if y.is_empty() || (self.method(row) == "isotonic" && x.len() != y.len()) {
+            return exec_err!("calibrate: argument model has malformed knots");
+        }
+        Ok((x, y))
+    }
+
+    /// Views `s` (a struct array that passed [`check_model_type`]).
+    pub fn new(s: &'a StructArray) -> Result<Self> {
+        let f = |name: &str| -> Option<&'a Float64Array> {
+            s.column_by_name(name)
+                .map(|c| c.as_primitive::<Float64Type>())
+        };
+        let l = |name: &str| -> Option<&'a ListArray> {
+            s.column_by_name(name).map(|c| c.as_list::<i32>())
+        };
+        let method = match s.column_by_name("method") {
+            Some(c) => c.as_string::<i32>(),
+            None => return exec_err!("calibrate: argument model has no method field"),
+        };
+        Ok(Self {
+            method,
+            a: f("a"),
+            b: f("b"),
+            c: f("c"),
+            shift: f("shift"),
+            s_min: f("s_min"),
+            s_max: f("s_max"),
+            knots_x: l("knots_x"),
+            knots_y: l("knots_y"),
+        })
+    }
+}
+
+/// The model argument must be a struct whose fields calibrate reads have the model's types.
+fn check_model_type(t: &DataType) -> Result<()> {
+    let DataType::Struct(fields) = t else {
+        return plan_err!(
+            "calibrate: argument model must be a model struct (the result of a fit_* aggregate), got type {t}"
+        );
+    };
+    let want = model_fields();
+    for f in fields {
+        if let Some((_, w)) = want.find(f.name()) {
+            if w.data_type() != f.data_type() {
+                return plan_err!(
+                    "calibrate: argument model field {} must be {}, got {}",
+                    f.name(),
+                    w.data_type(),
+                    f.data_type()
+                );
+            }
+        }
+    }
+    if fields.find("method").is_none() {
+        return plan_err!("calibrate: argument model must have a method field");
+    }
+    Ok(())
+}
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Applies a calibration model fitted by any `fit_*` aggregate to a score and returns the calibrated \
+probability. Gaussian and Gamma models clamp the score into the fitted range [s_min, s_max]; isotonic models \
+interpolate between their knots and clip outside; histogram models clamp into the range.",
+    syntax_example = "calibrate(score, model)",
+    sql_example = r#"```sql
+> SELECT calibrate(s, m) AS p
+  FROM (VALUES (1.0), (2.5), (9.0)) AS t(s)
+  CROSS JOIN (SELECT fit_isotonic(x, y) AS m FROM (VALUES (1.0, 0), (2.0, 1), (3.0, 0), (4.0, 1)) AS v(x, y));
++-----+
+| p   |
++-----+
+| 0.0 |
+| 0.5 |
+| 1.0 |
++-----+
+```"#,
+    argument(name = "score", description = "The raw score to calibrate."),
+    argument(
+        name = "model",
+        description = "A model struct from fit_platt, fit_gaussian_calib, fit_gamma_calib, fit_isotonic or fit_histogram."
+    )
+)]
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Calibrate {
+    signature: Signature,
+}
+
+impl Default for Calibrate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Calibrate {
+    pub fn new() -> Self {
+        Self {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Any(2),
+                    TypeSignature::Exact(vec![DataType::Float64, model_type()]),
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for Calibrate {
+    fn name(&self) -> &str {
+        "calibrate"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        if arg_types.len() != 2 {
+            return plan_err!(
+                "calibrate: takes 2 arguments, got {}; the signature is calibrate(score, model)",
+                arg_types.len()
+            );
+        }
+        if !(arg_types[0].is_numeric() || arg_types[0].is_null()) {
+            return plan_err!(
+                "calibrate: argument score must be numeric, got type {}",
+                arg_types[0]
+            );
+        }
+        check_model_type(&arg_types[1])?;
+        Ok(DataType::Float64)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        Ok(Arc::new(Field::new(
+            "calibrate",
+            self.return_type(&types)?,
+            true,
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let score_scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let model_scalar = matches!(args.args[1], ColumnarValue::Scalar(_));
+        let n = if all_scalar { 1 } else { args.number_rows };
+        let score = match &args.args[0] {
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+            ColumnarValue::Array(a) => Arc::clone(a),
+        };
+        let score = arrow::compute::cast(&score, &DataType::Float64)?;
+        let score = score.as_primitive::<Float64Type>();
+        let model = match &args.args[1] {
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+            ColumnarValue::Array(a) => Arc::clone(a),
+        };
+        let structs = model.as_struct();
+        let view = ModelRef::new(structs)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let si = if score_scalar { 0 } else { i };
+            let mi = if model_scalar { 0 } else { i };
+            if score.is_null(si) || structs.is_null(mi) || view.method.is_null(mi) {
+                out.push(None);
+                continue;
+            }
+            let s = score.value(si);
+            if s.is_nan() {
+                return exec_err!("calibrate: argument score must be a number, got NaN");
+            }
+            out.push(Some(apply(&view, mi, s)?));
+        }
+        let arr: ArrayRef = Arc::new(Float64Array::from(out));
+        Ok(if all_scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&arr, 0)?)
+        } else {
+            ColumnarValue::Array(arr)
+        })
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.doc()
+    }
+}
