@@ -1,0 +1,211 @@
+//! The `calibsql` command line: parse options, build the session, run statements, map the
+//! outcome to an exit code (documented in `--help`, see `args.rs`).
+
+mod args;
+mod options;
+mod output;
+mod progress;
+mod repl;
+mod session;
+
+use std::io::{self, Read, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use datafusion::error::DataFusionError;
+use datafusion::sql::sqlparser::parser::ParserError;
+
+use options::{Mode, Options, Source, Terminals, UsageError};
+use output::stdout_closed;
+use session::Session;
+
+/// Exit code of a failed statement or run-time error.
+const EXIT_FAILURE: u8 = 1;
+/// Exit code of a usage error (clap uses the same).
+const EXIT_USAGE: u8 = 2;
+/// Exit code after Ctrl-C (128 + SIGINT), as shells report it.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Ctrl-C stopped a statement.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// The program: runs, then turns the outcome into an exit code.
+pub fn main() -> ExitCode {
+    install_panic_hook();
+    let outcome = run();
+    if stdout_closed() {
+        // The reader of our output went away (`| head`): that is not a failure.
+        return ExitCode::SUCCESS;
+    }
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if let Some(clap_error) = error.downcast_ref::<clap::Error>() {
+                // Usage errors, and --help/--version (exit code 0).
+                let _ = clap_error.print();
+                return ExitCode::from(clap_error.exit_code().clamp(0, 255) as u8);
+            }
+            if error.is::<Interrupted>() {
+                return ExitCode::from(EXIT_INTERRUPTED);
+            }
+            print_error(&error);
+            if error.is::<UsageError>() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::from(EXIT_FAILURE)
+            }
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let options = options::parse(std::env::args_os(), Terminals::detect())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_async(options))
+}
+
+async fn run_async(options: Options) -> anyhow::Result<()> {
+    match &options.mode {
+        Mode::Interactive => {
+            let mut session = Session::new(&options).await?;
+            repl::run(&mut session).await?;
+            session.flush()?;
+            Ok(())
+        }
+        Mode::Batch(sources) => {
+            // Ctrl-C ends the whole run (exit 130); dropping the future cancels the query.
+            tokio::select! {
+                result = run_batch(&options, sources) => result,
+                _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+            }
+        }
+    }
+}
+
+async fn run_batch(options: &Options, sources: &[Source]) -> anyhow::Result<()> {
+    let mut session = Session::new(options).await?;
+    for source in sources {
+        let sql = match source {
+            Source::Command(sql) => sql.clone(),
+            Source::File(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
+            Source::Stdin => {
+                let mut sql = String::new();
+                io::stdin()
+                    .read_to_string(&mut sql)
+                    .context("cannot read standard input")?;
+                sql
+            }
+        };
+        let result = session.run_sql(&sql).await;
+        session.flush()?;
+        result?;
+    }
+    Ok(())
+}
+
+/// Prints `Error: …` on one line of standard error.
+pub fn print_error(error: &anyhow::Error) {
+    let _ = writeln!(io::stderr(), "Error: {}", one_line(&describe(error)));
+}
+
+/// The error and its causes, each said once: a DataFusion error already includes its
+/// source's text, an `anyhow` context does not.
+fn describe(error: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        if let Some(error) = cause.downcast_ref::<DataFusionError>() {
+            parts.push(describe_datafusion(error));
+            break;
+        }
+        parts.push(cause.to_string());
+    }
+    dedup_segments(&parts.join(": "))
+}
+
+fn describe_datafusion(error: &DataFusionError) -> String {
+    match error {
+        // `SQL error: ParserError("…")` → `SQL error: …`
+        DataFusionError::SQL(error, _) => match error.as_ref() {
+            ParserError::ParserError(text) | ParserError::TokenizerError(text) => {
+                format!("SQL error: {text}")
+            }
+            other => format!("SQL error: {other}"),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// `Parquet error: Parquet error: x` → `Parquet error: x` (DataFusion nests some errors in
+/// their own kind).
+fn dedup_segments(message: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    for segment in message.split(": ") {
+        if kept.last() != Some(&segment) {
+            kept.push(segment);
+        }
+    }
+    kept.join(": ")
+}
+
+/// Folds a multi-line message (DataFusion's "caused by" chains, memory reports) into one line.
+fn one_line(message: &str) -> String {
+    message
+        .replace("\ncaused by\n", ": ")
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A panic is a bug; still, the user gets one `Error:` line and exit code 1, not a trace.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            io::stderr(),
+            "Error: internal error: {}{location}",
+            one_line(&message)
+        );
+        std::process::exit(EXIT_FAILURE.into());
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn messages_fold_to_one_line() {
+        assert_eq!(
+            one_line("reading x\ncaused by\nParquet error: bad\n  footer\n"),
+            "reading x: Parquet error: bad footer"
+        );
+        assert_eq!(
+            super::dedup_segments("cannot read x: Parquet error: Parquet error: bad"),
+            "cannot read x: Parquet error: bad"
+        );
+    }
+}

@@ -1,0 +1,214 @@
+//! Writing query results: the output sink (standard output or `-o FILE`) and the four formats.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::csv;
+use datafusion::arrow::json::{self, writer::JsonArray, writer::LineDelimited};
+use datafusion::arrow::util::display::FormatOptions;
+use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::StreamExt;
+
+use super::args::OutputFormat;
+use super::progress::Progress;
+
+/// Set once a write to standard output fails because the reader went away (`| head`).
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether standard output was closed by its reader; the program then stops quietly with
+/// exit code 0.
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// Where results go. Notes a broken pipe on standard output, whatever error type a writer
+/// later wraps it in.
+pub struct Sink {
+    inner: BufWriter<Box<dyn Write + Send>>,
+    is_stdout: bool,
+    is_terminal: bool,
+}
+
+impl Sink {
+    pub fn stdout() -> Sink {
+        let stdout = io::stdout();
+        let is_terminal = stdout.is_terminal();
+        Sink {
+            inner: BufWriter::with_capacity(64 * 1024, Box::new(stdout)),
+            is_stdout: true,
+            is_terminal,
+        }
+    }
+
+    pub fn file(path: &Path) -> anyhow::Result<Sink> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Sink {
+            inner: BufWriter::with_capacity(64 * 1024, Box::new(file)),
+            is_stdout: false,
+            is_terminal: false,
+        })
+    }
+
+    /// Whether the results land on a terminal (then progress must not draw over them).
+    pub fn is_terminal(&self) -> bool {
+        self.is_terminal
+    }
+
+    fn note<T>(&self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &result {
+            if self.is_stdout && e.kind() == io::ErrorKind::BrokenPipe {
+                STDOUT_CLOSED.store(true, Ordering::Relaxed);
+            }
+        }
+        result
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let result = self.inner.write(buf);
+        self.note(result)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let result = self.inner.flush();
+        self.note(result)
+    }
+}
+
+/// What printing one result did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Printed {
+    /// Rows the query returned.
+    pub rows: usize,
+    /// Rows written out (fewer than `rows` when `--max-rows` cut a table).
+    pub shown: usize,
+}
+
+/// Writes each query's result in the chosen format.
+pub struct Printer {
+    format: OutputFormat,
+    sink: Sink,
+    max_rows: Option<usize>,
+}
+
+impl Printer {
+    pub fn new(format: OutputFormat, sink: Sink, max_rows: Option<usize>) -> Printer {
+        Printer {
+            format,
+            sink,
+            max_rows,
+        }
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.sink.flush()
+    }
+
+    /// Drains `stream` into the output. `progress` is stopped before the first write if the
+    /// output is the terminal it draws on.
+    pub async fn print(
+        &mut self,
+        mut stream: SendableRecordBatchStream,
+        progress: &Progress,
+    ) -> anyhow::Result<Printed> {
+        let schema = stream.schema();
+        let mut printed = Printed::default();
+        match self.format {
+            OutputFormat::Table => {
+                let limit = self.max_rows.unwrap_or(usize::MAX);
+                let mut kept = Vec::new();
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    printed.rows += batch.num_rows();
+                    let room = limit - printed.shown;
+                    if room > 0 && batch.num_rows() > 0 {
+                        let batch = batch.slice(0, room.min(batch.num_rows()));
+                        printed.shown += batch.num_rows();
+                        kept.push(batch);
+                    }
+                }
+                if kept.is_empty() {
+                    kept.push(RecordBatch::new_empty(schema));
+                }
+                let options = FormatOptions::default()
+                    .with_null("NULL")
+                    .with_display_error(true);
+                let table = pretty_format_batches_with_options(&kept, &options)?;
+                progress.stop();
+                writeln!(self.sink, "{table}")?;
+            }
+            OutputFormat::Csv => {
+                let is_terminal = self.sink_is_terminal();
+                let mut writer = csv::WriterBuilder::new()
+                    .with_header(true)
+                    .build(&mut self.sink);
+                let mut wrote = false;
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    if batch.num_rows() == 0 {
+                        continue;
+                    }
+                    stop_if_terminal(progress, wrote, is_terminal);
+                    writer.write(&batch)?;
+                    wrote = true;
+                    printed.rows += batch.num_rows();
+                }
+                if !wrote {
+                    // Header only.
+                    writer.write(&RecordBatch::new_empty(schema))?;
+                }
+                drop(writer);
+            }
+            OutputFormat::Json => {
+                let is_terminal = self.sink_is_terminal();
+                let mut writer = json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, JsonArray>(&mut self.sink);
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    stop_if_terminal(progress, printed.rows > 0, is_terminal);
+                    writer.write(&batch)?;
+                    printed.rows += batch.num_rows();
+                }
+                writer.finish()?;
+                drop(writer);
+                writeln!(self.sink)?;
+            }
+            OutputFormat::Ndjson => {
+                let is_terminal = self.sink_is_terminal();
+                let mut writer = json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, LineDelimited>(&mut self.sink);
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    stop_if_terminal(progress, printed.rows > 0, is_terminal);
+                    writer.write(&batch)?;
+                    printed.rows += batch.num_rows();
+                }
+                writer.finish()?;
+            }
+        }
+        if self.format != OutputFormat::Table {
+            printed.shown = printed.rows;
+        }
+        self.sink.flush()?;
+        Ok(printed)
+    }
+
+    fn sink_is_terminal(&self) -> bool {
+        self.sink.is_terminal()
+    }
+}
+
+fn stop_if_terminal(progress: &Progress, already: bool, sink_is_terminal: bool) {
+    if !already && sink_is_terminal {
+        progress.stop();
+    }
+}
