@@ -162,6 +162,9 @@ struct Resolved {
 
 /// Registers `location` as table `name` on `ctx`.
 ///
+/// `name` is read as in SQL: unquoted letters are lower-cased and `schema.table` names a
+/// table in another (existing) schema.
+///
 /// `location` is a file, a directory (its data files, plus those in `key=value`
 /// sub-directories, which become partition columns), or a glob (`data/*.parquet`,
 /// `logs/2026-*/part-*.parquet`; `*`, `?` and `[…]` as in a shell, matching across one
@@ -428,12 +431,17 @@ fn choose_format(
         return Ok((first.format, first.compression, suffix));
     }
     let suffixes: Vec<&str> = found.iter().map(|k| k.suffix.as_str()).collect();
-    plan_err!(
-        "{location} mixes file types ({}); pick one with a glob such as {}/*{}",
-        suffixes.join(", "),
-        location.trim_end_matches('/'),
-        suffixes[0]
-    )
+    let suffixes_list = suffixes.join(", ");
+    if resolved.directory {
+        plan_err!(
+            "directory {location} mixes file types ({suffixes_list}); \
+             pick one with a glob such as {}/*{}",
+            location.trim_end_matches('/'),
+            suffixes[0]
+        )
+    } else {
+        plan_err!("{location} matches several file types ({suffixes_list}); narrow it to one")
+    }
 }
 
 /// The session's file format for `format` (so `SET datafusion.…` table options apply), with

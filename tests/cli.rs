@@ -472,6 +472,39 @@ fn missing_table_file_fails_with_exit_1() {
 }
 
 #[test]
+fn ambiguous_or_unsupported_locations_fail_with_advice() {
+    let dir = fixtures();
+    std::fs::copy(
+        dir.path().join("clicks.csv"),
+        dir.path().join("hive/day=1/x.csv"),
+    )
+    .unwrap();
+    assert_fails_with(
+        calibsql(dir.path()).args(["-t", "h=hive", "-c", "SELECT 1"]),
+        1,
+        "directory hive mixes file types (.parquet, .csv); pick one with a glob such as hive/*.parquet",
+    );
+    // Naming the format settles it.
+    calibsql(dir.path())
+        .args([
+            "-t",
+            "h=hive",
+            "--table-format",
+            "parquet",
+            "-c",
+            "SELECT count(*) AS n FROM h",
+        ])
+        .assert()
+        .success()
+        .stdout("n\n2\n");
+    assert_fails_with(
+        calibsql(dir.path()).args(["-t", "h=s3://bucket/x.parquet", "-c", "SELECT 1"]),
+        1,
+        "not supported yet",
+    );
+}
+
+#[test]
 fn corrupt_parquet_fails_readably() {
     let dir = TempDir::new().unwrap();
     std::fs::write(
@@ -510,6 +543,7 @@ fn usage_errors_exit_2_and_name_the_flag() {
             "--target-partitions",
         ),
         (&["--table", "novalue", "-c", "SELECT 1"][..], "--table"),
+        (&["--table", "my.t=x.csv", "-c", "SELECT 1"][..], "--table"),
         (
             &["--table-format", "avro", "-t", "a=b.csv"][..],
             "--table-format",

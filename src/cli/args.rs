@@ -128,6 +128,13 @@ fn parse_table_arg(value: &str) -> Result<TableArg, String> {
     if name.is_empty() {
         return Err("the table NAME before '=' is empty".to_string());
     }
+    let plain = name.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !plain {
+        return Err(format!(
+            "the table NAME '{name}' must be letters, digits and '_', not starting with a digit"
+        ));
+    }
     if location.is_empty() {
         return Err("the PATH after '=' is empty".to_string());
     }
@@ -207,6 +214,9 @@ mod tests {
         assert!(parse_table_arg("noequals").is_err());
         assert!(parse_table_arg("=x.parquet").is_err());
         assert!(parse_table_arg("t=").is_err());
+        assert!(parse_table_arg("my.t=x.csv").is_err());
+        assert!(parse_table_arg("1t=x.csv").is_err());
+        assert_eq!(parse_table_arg("Clicks_2=x.csv").unwrap().name, "Clicks_2");
     }
 
     #[test]

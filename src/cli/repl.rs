@@ -107,10 +107,12 @@ async fn run_cancellable(session: &mut Session, sql: &str) {
         _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
     };
     let _ = session.flush();
-    if let Err(error) = result {
-        if !stdout_closed() {
-            print_error(&error);
+    match result {
+        Err(error) if error.is::<Interrupted>() => {
+            let _ = writeln!(io::stderr(), "cancelled");
         }
+        Err(error) if !stdout_closed() => print_error(&error),
+        _ => {}
     }
 }
 
