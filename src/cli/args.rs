@@ -55,7 +55,8 @@ pub struct Args {
     #[arg(long, value_name = "FORMAT", value_parser = parse_table_format)]
     pub table_format: Option<TableFormat>,
 
-    /// Output format [default: table on a terminal, else from the -o extension, else csv]
+    /// Output format [default: from the -o extension (.csv, .json, .ndjson, .txt = table),
+    /// else table when standard output is a terminal, else csv]
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<OutputFormat>,
 
