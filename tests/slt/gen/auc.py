@@ -12,7 +12,7 @@ import math
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from common import GROUPS, NULL_ROWS, ROWS, close, cols, exact, fmt, group_block, group_mask, main, standard_tables
+from common import G_TABLE, GROUPS, g_table, NULL_ROWS, ROWS, close, cols, exact, fmt, group_block, group_mask, main, standard_tables
 
 SLT = "auc.slt"
 
@@ -43,15 +43,6 @@ def auc(p, y, w=None):
     return float(v)
 
 
-def gen_table():
-    i = np.arange(1, 1001)
-    a = (i * 37) % 101
-    p = np.minimum(a / 100.0, 1.0)
-    y = ((a + (i * 11) % 50) > 75).astype(float)
-    w = ((i % 4) + 1) / 2.0
-    return i, p, y, w
-
-
 def c(call, v, what, src="t"):
     return close(call, v, comment=f"{what}: {fmt(v)}", src=src)
 
@@ -61,9 +52,7 @@ def sections():
     ids, = cols(ROWS, "id")
 
     tables = standard_tables()
-    tables.append("statement ok\nCREATE TABLE g AS SELECT value AS i, least(((value * 37) % 101) / 100.0, 1.0) AS p, "
-                  "CAST(((value * 37) % 101) + ((value * 11) % 50) > 75 AS INT) AS y, ((value % 4) + 1) / 2.0 AS w "
-                  "FROM generate_series(1, 1000)\n")
+    tables.append(G_TABLE)
 
     empty = [exact("SELECT auc(p, y), auc(p, y, w) FROM t WHERE id > 100", "RR", [[None, None]], "no rows: NULL")]
 
@@ -107,7 +96,7 @@ def sections():
            c("auc(p, y, 4 * w)", auc(p, y, w), "scaled weights change nothing"),
            c("auc(p, y, CASE WHEN id <= 10 THEN 0 ELSE w END)", auc(p, y, wz), "weight 0 for ids 1..10")]
 
-    gi, gp, gy, gw = gen_table()
+    gi, gp, gy, gw = g_table()
     opt = [c("auc(p, y)", auc(p, y), "sklearn roc_auc_score(y, p); ties at 0.05, 0.2, 0.4, 0.5, 0.6 across classes"),
            c("auc(1 - p, y)", auc(1 - p, y), "reversed scores"),
            c("auc(p, y)", auc(gp, gy), "1000 generated rows, 101 distinct p, many ties", "g"),

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from common import NULL_ROWS, ROWS, close, cols, exact, fmt, main, sql_round, standard_tables
+from common import G_TABLE, NULL_ROWS, ROWS, close, cols, exact, fmt, g_table, main, sql_round, standard_tables
 
 SLT = "binned.slt"
 
@@ -286,6 +286,14 @@ def value_sections():
     v = ece(p, y, 7, "quantile")
     part.append(close("ece(p, y, 7, 'quantile')", v, src="(SELECT * FROM t WHERE id % 3 = 0 UNION ALL SELECT * FROM t WHERE id % 3 <> 0)",
                       comment=f"UNION ALL of two parts (two partial states, merged): {fmt(v)}"))
+    gi, gp, gy, gw = g_table()
+    for call, v in (("ece(p, y)", ece(gp, gy)), ("ece(p, y, 20, 'quantile')", ece(gp, gy, 20, "quantile")),
+                    ("ece(p, y, 7, 'quantile', w)", ece(gp, gy, 7, "quantile", gw)),
+                    ("mce(p, y, 13, 'quantile')", mce(gp, gy, 13, "quantile")),
+                    ("mce(p, y, 9, 'quantile', w)", mce(gp, gy, 9, "quantile", gw))):
+        part.append(_close_from(call, "g", v, f"g: 1000 rows, 101 distinct p (ties cut by y, then w), batches of 3 over 4 partitions: {fmt(v)}"))
+    part.append(rel_block("reliability(p, y, 4, 'quantile', w)", "g", reliability(gp, gy, 4, "quantile", gw),
+                          "g: weighted quantile reliability over 1000 rows"))
     return nulls, group, filt, wts, opt, typ, part
 
 
@@ -333,7 +341,7 @@ def rel_blocks():
 def sections():
     empty, one, alln = edge_blocks()
     nulls, group, filt, wts, opt, typ, part = value_sections()
-    return [("tables", standard_tables()), ("empty", empty), ("one row", one), ("all NULL", alln), ("mixed NULL", nulls),
+    return [("tables", standard_tables() + [G_TABLE]), ("empty", empty), ("one row", one), ("all NULL", alln), ("mixed NULL", nulls),
             ("GROUP BY", group), ("FILTER", filt), ("weights", wts), ("every optional argument", opt),
             ("argument types", typ), ("reliability", rel_blocks()), ("partitions", part)]
 

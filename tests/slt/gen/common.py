@@ -222,3 +222,20 @@ def group_block(call, values, comment, src="t", tol=1e-12):
              f"SELECT f, abs({call} - {case}) < {fmt(tol)} FROM {src} GROUP BY f ORDER BY f NULLS LAST", "----"]
     lines += [f"{g if g is not None else 'NULL'} true" for g in GROUPS]
     return "\n".join(lines) + "\n"
+
+
+# The 1000-row table g, generated in SQL from integers and rebuilt here with the same arithmetic:
+#   p = ((i * 37) % 101) / 100.0 (101 distinct values, many ties),
+#   y = ((i * 37) % 101 + (i * 11) % 50 > 75), w = ((i % 4) + 1) / 2.0
+G_TABLE = ("statement ok\nCREATE TABLE g AS SELECT value AS i, least(((value * 37) % 101) / 100.0, 1.0) AS p, "
+           "CAST(((value * 37) % 101) + ((value * 11) % 50) > 75 AS INT) AS y, ((value % 4) + 1) / 2.0 AS w "
+           "FROM generate_series(1, 1000)\n")
+
+
+def g_table():
+    i = np.arange(1, 1001)
+    a = (i * 37) % 101
+    p = np.minimum(a / 100.0, 1.0)
+    y = ((a + (i * 11) % 50) > 75).astype(float)
+    w = ((i % 4) + 1) / 2.0
+    return i, p, y, w

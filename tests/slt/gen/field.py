@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from common import GROUPS, NULL_ROWS, ROWS, close, cols, exact, fmt, group_block, group_mask, main, standard_tables
+from common import G_TABLE, GROUPS, g_table, NULL_ROWS, ROWS, close, cols, exact, fmt, group_block, group_mask, main, standard_tables
 
 SLT = "field.slt"
 
@@ -160,7 +160,14 @@ def sections():
                            f"SELECT id % 2, abs(field_rce(p, y, f, 0.01, w) - CASE id % 2 WHEN 0 THEN {fmt(rows[0])} ELSE {fmt(rows[1])} END) < 1e-12 "
                            "FROM tp GROUP BY id % 2 ORDER BY 1", "----", "0 true", "1 true"]) + "\n")
 
-    return [("tables", standard_tables()), ("empty", empty), ("one row", one), ("all NULL", alln), ("mixed NULL", nulls),
+    gi, gp, gy, gw = g_table()
+    part.append(c("field_ece(p, y, i % 37)", field_ece(gp, gy, [int(x) % 37 for x in gi]), "g: 1000 rows, 37 field values", "g"))
+    part.append(c("field_rce(p, y, i % 37, 0.05, w)", field_rce(gp, gy, [int(x) % 37 for x in gi], 0.05, gw),
+                  "g: weighted rce, 37 field values", "g"))
+    part.append(c("field_ece(p, y, CASE WHEN i % 11 = 0 THEN NULL ELSE CAST(i % 5 AS VARCHAR) END, w)",
+                  field_ece(gp, gy, [None if int(x) % 11 == 0 else str(int(x) % 5) for x in gi], gw),
+                  "g: text field with NULLs", "g"))
+    return [("tables", standard_tables() + [G_TABLE]), ("empty", empty), ("one row", one), ("all NULL", alln), ("mixed NULL", nulls),
             ("GROUP BY", group), ("FILTER", filt), ("weights", wts), ("every optional argument / field types", opt),
             ("argument types", typ), ("partitions", part)]
 
