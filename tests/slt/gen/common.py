@@ -4,9 +4,14 @@ The reference implementations here follow /work/shared/SPEC.md and docs/SEMANTIC
 with numpy (and are cross-checked against scikit-learn / statsmodels where those have the
 metric); they never call calibsql.
 
-Each family script (binned.py, logloss.py, ...) builds a list of sqllogictest blocks.
-    python3 tests/slt/gen/binned.py            # print the blocks
+Each family script (binned.py, logloss.py, ...) builds the sqllogictest blocks of its .slt file
+(tables, then one section per case kind), each with the expected value and how it was computed:
+    python3 tests/slt/gen/binned.py            # print the blocks, section by section
     python3 tests/slt/gen/binned.py --check    # assert every block appears verbatim in binned.slt
+The error cases at the top of each .slt file are written by hand (regexes on the messages).
+To change the data or a case: edit the script, run it, paste the changed blocks into the .slt
+file in place of the old ones, and run --check and `cargo test --test slt`.
+Needs: pip install numpy scipy scikit-learn statsmodels
 """
 
 import math
