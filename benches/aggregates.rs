@@ -18,8 +18,12 @@ fn batch(with_nulls: bool) -> RecordBatch {
     let p: Float64Array = (0..N)
         .map(|i| (!null(i)).then(|| ((i * 7919) % 1000) as f64 / 1000.0))
         .collect();
-    let y: Float64Array = (0..N).map(|i| Some(((i * 31) % 7 == 0) as i64 as f64)).collect();
-    let q: Float64Array = (0..N).map(|i| Some(0.05 + (i % 90) as f64 / 100.0)).collect();
+    let y: Float64Array = (0..N)
+        .map(|i| Some(((i * 31) % 7 == 0) as i64 as f64))
+        .collect();
+    let q: Float64Array = (0..N)
+        .map(|i| Some(0.05 + (i % 90) as f64 / 100.0))
+        .collect();
     let f: Int64Array = (0..N).map(|i| Some(((i * i) % 500) as i64)).collect();
     RecordBatch::try_from_iter(vec![
         ("p", Arc::new(p) as ArrayRef),
@@ -48,8 +52,10 @@ fn bench(c: &mut Criterion) {
             let udaf = funcs.iter().find(|f| f.name() == name).unwrap();
             let exprs: Vec<Arc<dyn PhysicalExpr>> =
                 cols.iter().map(|c| col(c, &schema).unwrap()).collect();
-            let fields: Vec<Arc<Field>> =
-                exprs.iter().map(|e| e.return_field(&schema).unwrap()).collect();
+            let fields: Vec<Arc<Field>> = exprs
+                .iter()
+                .map(|e| e.return_field(&schema).unwrap())
+                .collect();
             let types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
             let ret = Arc::new(Field::new("r", udaf.return_type(&types).unwrap(), true));
             let args = || AccumulatorArgs {

@@ -98,7 +98,10 @@ async fn main() {
             f64::NAN,
         ),
     ];
-    println!("{rows} rows, median of {RUNS} runs, {} threads", ctx.state().config().target_partitions());
+    println!(
+        "{rows} rows, median of {RUNS} runs, {} threads",
+        ctx.state().config().target_partitions()
+    );
     for (name, sql, base_name, base_sql, target) in pairs {
         // Warm the page cache and both plans once.
         ctx.sql(base_sql).await.unwrap().collect().await.unwrap();

@@ -29,6 +29,7 @@ fn table(n: usize, seed: u64) -> RecordBatch {
     let mut w = vec![];
     let mut q = vec![];
     let mut f = vec![];
+    let mut s = vec![];
     for i in 0..n {
         let pi: f64 = if i % 11 == 0 { 0.5 } else { rng.random() };
         p.push((i % 17 != 3).then_some(pi));
@@ -36,6 +37,13 @@ fn table(n: usize, seed: u64) -> RecordBatch {
         w.push((i % 19 != 7).then_some(rng.random::<f64>() * 3.0));
         q.push(Some(rng.random::<f64>() * 0.9 + 0.05));
         f.push((i % 23 != 1).then(|| format!("site{}", rng.random_range(0..12))));
+        // A raw score: a noisy logit of p, with ties every 7th row.
+        let logit = (pi / (1.0 - pi)).ln().clamp(-8.0, 8.0);
+        s.push((i % 29 != 2).then_some(if i % 7 == 0 {
+            1.5
+        } else {
+            3.0 * logit + rng.random::<f64>()
+        }));
     }
     RecordBatch::try_from_iter(vec![
         ("p", Arc::new(Float64Array::from(p)) as ArrayRef),
@@ -46,6 +54,7 @@ fn table(n: usize, seed: u64) -> RecordBatch {
         ("w", Arc::new(Float64Array::from(w))),
         ("q", Arc::new(Float64Array::from(q))),
         ("f", Arc::new(StringArray::from(f))),
+        ("s", Arc::new(Float64Array::from(s))),
     ])
     .unwrap()
 }
@@ -99,6 +108,17 @@ fn calls(schema: &Schema) -> Vec<Call> {
     add("field_ece", vec![c("p"), c("y"), c("f"), c("w")]);
     add("field_rce", vec![c("p"), c("y"), c("f")]);
     add("field_rce", vec![c("p"), c("y"), c("f"), lit(0.05), c("w")]);
+    for name in [
+        "fit_platt",
+        "fit_gaussian_calib",
+        "fit_gamma_calib",
+        "fit_isotonic",
+    ] {
+        add(name, vec![c("s"), c("y")]);
+        add(name, vec![c("s"), c("y"), c("q"), lit(0.2)]);
+    }
+    add("fit_histogram", vec![c("s"), c("y")]);
+    add("fit_histogram", vec![c("s"), c("y"), lit(4i64)]);
     out
 }
 
@@ -231,9 +251,33 @@ impl<'a> Harness<'a> {
     }
 }
 
-/// Every float inside a result (for lists of structs: every field of every bin).
+/// Every float inside a result (for lists of structs: every field of every bin; for a model
+/// struct: every numeric field and knot).
 fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
     match v {
+        ScalarValue::Struct(s) => {
+            if s.is_null(0) {
+                return vec![None];
+            }
+            s.columns()
+                .iter()
+                .flat_map(|c| match c.data_type() {
+                    DataType::Utf8 => vec![],
+                    DataType::List(_) => {
+                        let l = c.as_list::<i32>();
+                        if l.is_null(0) {
+                            vec![None]
+                        } else {
+                            l.value(0).as_primitive::<Float64Type>().iter().collect()
+                        }
+                    }
+                    _ => {
+                        let c = cast(c, &DataType::Float64).unwrap();
+                        c.as_primitive::<Float64Type>().iter().collect()
+                    }
+                })
+                .collect()
+        }
         ScalarValue::List(l) => {
             if l.is_null(0) {
                 return vec![None];

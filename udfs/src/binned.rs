@@ -461,7 +461,8 @@ fn reliability_array(groups: Vec<Vec<Bin>>) -> Result<ArrayRef> {
     let (mut bin, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![]);
     let (mut weight, mut mean_p, mut frac_pos) = (vec![], vec![], vec![]);
     for bins in &groups {
-        let has_rows = bins.iter().any(|b| b.stats[CNT] > 0.0);
+        // NULL like ece/mce when no row is usable or the total weight is 0.
+        let has_rows = bins.iter().any(|b| b.stats[W] > 0.0);
         valid.push(has_rows);
         if !has_rows {
             lens.push(0);

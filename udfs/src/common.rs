@@ -146,8 +146,11 @@ fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
             shape.usage()
         );
     }
-    Ok(match arg {
-        Arg::Num(_) | Arg::Label(_) => DataType::Float64,
+    Ok(match (arg, t) {
+        // Boolean labels stay Boolean: DataFusion refuses an implicit Boolean→Float64
+        // coercion; the kernels read them as 0/1 (see kernel.rs).
+        (Arg::Label(_), DataType::Boolean) => DataType::Boolean,
+        (Arg::Num(_) | Arg::Label(_), _) => DataType::Float64,
         _ => t.clone(),
     })
 }

@@ -845,7 +845,13 @@ fn moments(nodes: &[(f64, f64, f64)]) -> (f64, f64) {
 }
 
 fn fit_parametric(method: FitMethod, st: &FitState, m: &mut ModelBuilder) {
-    let raw = st.nodes();
+    // Sorted, so the sums do not depend on the order in which rows and partitions arrived.
+    let mut raw = st.nodes();
+    raw.sort_by(|x, y| {
+        x.0.total_cmp(&y.0)
+            .then(x.1.total_cmp(&y.1))
+            .then(x.2.total_cmp(&y.2))
+    });
     let n = st.rows as f64;
     let total_t: f64 = raw.iter().map(|x| x.2).sum();
     let rate = (total_t / n).clamp(1e-9, 1.0 - 1e-9);

@@ -6,10 +6,13 @@
 //! (no `GROUP BY`, window frames) that feeds every row to group 0. Both share the same update,
 //! merge and finish code, so the two paths cannot drift apart.
 
+use std::borrow::Cow;
 use std::fmt::Debug;
 use std::ops::Range;
 
 use arrow::array::{ArrayRef, BooleanArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
 use datafusion_common::{internal_err, Result, ScalarValue};
 use datafusion_expr::{Accumulator, EmitTo, GroupsAccumulator};
 
@@ -40,6 +43,20 @@ pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     fn size(&self) -> usize;
 }
 
+/// Every aggregate here takes its label `y` as argument 1. The planner leaves a Boolean label
+/// as is (DataFusion does not coerce Boolean to Float64 implicitly), so the kernels get it
+/// as 0.0/1.0 here and never see a Boolean column.
+fn labels_as_f64(values: &[ArrayRef]) -> Result<Cow<'_, [ArrayRef]>> {
+    match values.get(1) {
+        Some(y) if *y.data_type() == DataType::Boolean => {
+            let mut v = values.to_vec();
+            v[1] = cast(y, &DataType::Float64)?;
+            Ok(Cow::Owned(v))
+        }
+        _ => Ok(Cow::Borrowed(values)),
+    }
+}
+
 /// A kernel as a [`GroupsAccumulator`].
 #[derive(Debug)]
 pub(crate) struct Groups<K>(pub K);
@@ -53,7 +70,8 @@ impl<K: Kernel> GroupsAccumulator for Groups<K> {
         total_num_groups: usize,
     ) -> Result<()> {
         self.0.resize(total_num_groups);
-        self.0.update(values, group_indices, opt_filter)
+        self.0
+            .update(&labels_as_f64(values)?, group_indices, opt_filter)
     }
 
     fn merge_batch(
@@ -89,7 +107,7 @@ impl<K: Kernel> GroupsAccumulator for Groups<K> {
         let mut k = self.0.empty()?;
         k.resize(len);
         let groups: Vec<usize> = (0..len).collect();
-        k.update(values, &groups, opt_filter)?;
+        k.update(&labels_as_f64(values)?, &groups, opt_filter)?;
         k.state(0..len)
     }
 
@@ -133,7 +151,8 @@ impl<K: Kernel> Accumulator for Single<K> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let len = values.first().map_or(0, |a| a.len());
         self.zeros(len);
-        self.kernel.update(values, &self.zeros[..len], None)
+        self.kernel
+            .update(&labels_as_f64(values)?, &self.zeros[..len], None)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {

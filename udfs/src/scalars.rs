@@ -268,7 +268,9 @@ impl ScalarUDFImpl for CalibScalar {
                 continue;
             }
             match args.scalar_arguments.get(i).copied().flatten() {
-                None => return plan_err!("{func}: argument {arg} must be a constant"),
+                // Not a literal: rejected when invoked (information_schema also asks for the
+                // return type with no literal values, and must get one).
+                None => {}
                 Some(v) if v.is_null() => {
                     return plan_err!("{func}: argument {arg} must be a constant, got NULL")
                 }
@@ -290,6 +292,11 @@ impl ScalarUDFImpl for CalibScalar {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let func = self.shape().name;
+        for &(i, arg, _, _) in self.literal_args() {
+            if matches!(args.args.get(i), Some(ColumnarValue::Array(_))) {
+                return plan_err!("{func}: argument {arg} must be a constant");
+            }
+        }
         let all_scalar = args
             .args
             .iter()

@@ -1,0 +1,149 @@
+//! The fits' bounded state: beyond 65,536 distinct scores a group switches to the fixed grid.
+//! These tests check, on data far past the cap, that (1) the loss the model reports is the
+//! exact objective at the returned parameters to 1e-6 relative (the grid's approximation
+//! bound), recomputed row by row in SQL through `calibrate`; (2) any partitioning gives the
+//! same model; (3) state memory stops growing with the row count.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, Float64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
+use datafusion::logical_expr::function::AccumulatorArgs;
+use datafusion::physical_expr::expressions::col;
+use datafusion::prelude::SessionConfig;
+
+/// 100,000 rows with distinct scores: s a logit in about [-12, 12], a preference
+/// r ~ Bernoulli(σ(0.7 s − 1)), an exposure propensity q in [0.05, 1] and the observed click
+/// y = r · Bernoulli(q) — missing not at random, so E[y / q] = P(r = 1) and the IPS objective
+/// is bounded.
+const DATA: &str = "(SELECT s, CASE WHEN u < 1 / (1 + exp(-(0.7 * s - 1))) AND e < q THEN 1 ELSE 0 END AS y, q FROM (
+    SELECT 12 * (2 * ((v * 2654435761) % 1000003) / 1000003.0 - 1) * (((v * 97) % 101) / 101.0) AS s,
+           ((v * 40503) % 999983) / 999983.0 AS u,
+           ((v * 7919) % 999979) / 999979.0 AS e,
+           0.05 + 0.95 * ((v * 69069) % 1000033) / 1000033.0 AS q
+    FROM (SELECT value AS v FROM generate_series(1, 100000))))";
+
+async fn one(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<Option<f64>> {
+    let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), &b).unwrap();
+    b.columns()
+        .iter()
+        .map(|c| {
+            let c = datafusion::arrow::compute::cast(c, &DataType::Float64).unwrap();
+            let c = c.as_primitive::<Float64Type>();
+            c.is_valid(0).then(|| c.value(0))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
+    let single = calibsql::new_context_with_config(SessionConfig::new().with_target_partitions(1));
+    let multi = calibsql::new_context_with_config(
+        SessionConfig::new()
+            .with_target_partitions(4)
+            .with_batch_size(1000),
+    );
+    for ctx in [&single, &multi] {
+        ctx.sql(&format!("CREATE TABLE d AS SELECT * FROM {DATA}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+    let distinct = one(&single, "SELECT count(DISTINCT s) FROM d").await;
+    assert!(distinct[0].unwrap() > 70_000.0, "{distinct:?}");
+    for (fit, ips) in [
+        ("fit_platt", false),
+        ("fit_gaussian_calib", false),
+        ("fit_gamma_calib", false),
+        ("fit_gaussian_calib", true),
+        ("fit_gamma_calib", true),
+    ] {
+        let args = if ips { "s, y, q" } else { "s, y" };
+        let target = if ips { "y / greatest(q, 0.1)" } else { "y" };
+        let sql = format!(
+            "WITH m AS (SELECT {fit}({args}) AS m FROM d)
+             SELECT m['loss'], avg(-({target}) * ln(p) - (1 - {target}) * ln(1 - p)), m['a'], m['b'], m['c']
+             FROM (SELECT calibrate(s, m) AS p, y, q, m FROM d CROSS JOIN m) GROUP BY m"
+        );
+        let a = one(&single, &sql).await;
+        let (reported, exact) = (a[0].unwrap(), a[1].unwrap());
+        assert!(
+            (reported - exact).abs() <= 1e-6 * exact.abs(),
+            "{fit} ips={ips}: reported loss {reported}, exact objective {exact}"
+        );
+        let b = one(&multi, &sql).await;
+        for (x, y) in a.iter().zip(&b) {
+            match (x, y) {
+                (Some(x), Some(y)) => assert!(
+                    (x - y).abs() <= 1e-9 * x.abs().max(1e-12),
+                    "{fit} ips={ips}: 1 partition {a:?} vs 4 partitions {b:?}"
+                ),
+                (None, None) => {}
+                _ => panic!("{fit}: {a:?} vs {b:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn fit_state_memory_stops_growing_with_rows() {
+    let udaf = calibsql::udfs::all_aggregate_functions()
+        .into_iter()
+        .find(|f| f.name() == "fit_gaussian_calib")
+        .unwrap();
+    let batch = |start: usize, n: usize| {
+        // Scores in [1, 2): at most 4096 grid cells.
+        let s: Float64Array = (start..start + n)
+            .map(|i| Some(1.0 + ((i * 2654435761) % 1000003) as f64 / 1000003.0))
+            .collect();
+        let y: Float64Array = (start..start + n)
+            .map(|i| Some((i % 3 == 0) as i64 as f64))
+            .collect();
+        RecordBatch::try_from_iter(vec![("s", Arc::new(s) as _), ("y", Arc::new(y) as _)]).unwrap()
+    };
+    let b0 = batch(0, 10);
+    let schema = b0.schema();
+    let exprs = vec![col("s", &schema).unwrap(), col("y", &schema).unwrap()];
+    let fields = vec![
+        Arc::new(Field::new("s", DataType::Float64, true)),
+        Arc::new(Field::new("y", DataType::Float64, true)),
+    ];
+    let ret = Arc::new(Field::new(
+        "m",
+        udaf.return_type(&[DataType::Float64, DataType::Float64])
+            .unwrap(),
+        true,
+    ));
+    let mut acc = udaf
+        .accumulator(AccumulatorArgs {
+            return_field: ret,
+            schema: &schema,
+            ignore_nulls: false,
+            order_bys: &[],
+            is_reversed: false,
+            name: "fit_gaussian_calib",
+            is_distinct: false,
+            exprs: &exprs,
+            expr_fields: &fields,
+        })
+        .unwrap();
+    let mut sizes = vec![];
+    for chunk in 0..50 {
+        let b = batch(chunk * 20_000, 20_000);
+        acc.update_batch(&[Arc::clone(b.column(0)), Arc::clone(b.column(1))])
+            .unwrap();
+        sizes.push(acc.size());
+    }
+    // After 200k rows (past the exact cap) the size no longer grows with rows.
+    assert!(sizes[49] <= sizes[9] + 4096 * 128, "{sizes:?}");
+    assert!(
+        sizes[49] < 2 << 20,
+        "state of 1M rows is {} bytes",
+        sizes[49]
+    );
+    let model = acc.evaluate().unwrap();
+    assert!(!model.is_null());
+}
