@@ -14,19 +14,21 @@ const RUNS: usize = 7;
 
 fn data_path(rows: usize) -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    PathBuf::from(target).join(format!("calibsql-bench/events-{rows}.parquet"))
+    PathBuf::from(target).join(format!("calibsql-bench/events-v2-{rows}.parquet"))
 }
 
 async fn write_data(path: &std::path::Path, rows: usize) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let ctx = calibsql::new_context();
     // p: a hashed uniform probability; y ~ Bernoulli(p) from a second hash; site: ~5,000
-    // values with a Zipf-like skew (the square of a uniform); score: an unbounded logit.
+    // values with a Zipf-like skew (the square of a uniform); score: a noisy logit of p
+    // (20M distinct values, so fits run on their bounded grid state).
     let sql = format!(
         "COPY (SELECT
             p, CASE WHEN u < p THEN 1 ELSE 0 END AS y,
             CAST(floor(s * s * 5000) AS BIGINT) AS site,
-            0.1 + 0.9 * s AS propensity
+            0.1 + 0.9 * s AS propensity,
+            ln(p + 1e-9) - ln(1 - p + 1e-9) + 0.5 * u AS score
           FROM (SELECT
               ((v * 2654435761) % 1000003) / 1000003.0 AS p,
               ((v * 40503) % 999983) / 999983.0 AS u,
@@ -82,6 +84,13 @@ async fn main() {
             "GROUP BY site",
             "SELECT site, sum(y - p), sum(y), count(*) FROM t GROUP BY site",
             1.2,
+        ),
+        (
+            "fit_gaussian_calib(score, y, propensity)",
+            "SELECT fit_gaussian_calib(score, y, propensity) FROM t",
+            "avg(score)",
+            "SELECT avg(score) FROM t",
+            3.0,
         ),
         (
             "logloss(p, y)",

@@ -43,7 +43,7 @@ use crate::common::{
     n_bins, usable_rows, Arg, CallShape,
 };
 use crate::kernel::{Groups, Kernel, Single};
-use crate::model::{Model, ModelBuilder};
+use crate::model::Model;
 use crate::optim::{minimise, objective, Node};
 
 /// Distinct scores kept exactly per group before switching to the fixed grid.
@@ -414,9 +414,9 @@ impl FitState {
         }
     }
 
-    /// Adds one row (or an exact point of `n` rows); returns the bytes a new entry cost.
+    /// Adds one row (or an exact point of `n` rows).
     #[inline]
-    fn add_point(&mut self, s: f64, n: f64, t: f64) -> usize {
+    fn add_point(&mut self, s: f64, n: f64, t: f64) {
         if self.grid {
             let (key, lo) = cell(s);
             let d = s - lo;
@@ -431,10 +431,10 @@ impl FitState {
                     td: t * d,
                     td2: t * d * d,
                 },
-            )
+            );
         } else {
             let s = if s == 0.0 { 0.0 } else { s }; // -0.0 and 0.0 are one score
-            let cost = self.add_entry(
+            self.add_entry(
                 s.to_bits() as i64,
                 Entry {
                     lo: s,
@@ -444,14 +444,13 @@ impl FitState {
                 },
             );
             if self.entries.len() > EXACT_CAP {
-                return cost + self.to_grid();
+                self.switch_to_grid();
             }
-            cost
         }
     }
 
     #[inline]
-    fn add_entry(&mut self, key: i64, e: Entry) -> usize {
+    fn add_entry(&mut self, key: i64, e: Entry) {
         match self.index.get(&key) {
             Some(&i) => {
                 let x = &mut self.entries[i];
@@ -461,26 +460,22 @@ impl FitState {
                 x.nd2 += e.nd2;
                 x.td += e.td;
                 x.td2 += e.td2;
-                0
             }
             None => {
                 self.index.insert(key, self.entries.len());
                 self.entries.push(e);
-                ENTRY_BYTES
             }
         }
     }
 
-    /// Switches from exact points to the grid; returns the change in bytes (may be negative,
-    /// reported as 0 — the caller recomputes sizes from entry counts).
-    fn to_grid(&mut self) -> usize {
+    /// Switches from exact points to the grid.
+    fn switch_to_grid(&mut self) {
         let old = std::mem::take(&mut self.entries);
         self.index.clear();
         self.grid = true;
         for e in old {
             self.add_point(e.lo, e.n, e.t);
         }
-        0
     }
 
     fn len_bytes(&self) -> usize {
@@ -560,7 +555,7 @@ impl FitKernel {
         if st.rows == 0 {
             return None;
         }
-        let mut m = ModelBuilder::new(self.method.model_name(), st.rows, st.s_min, st.s_max);
+        let mut m = Model::new(self.method.model_name(), st.rows, st.s_min, st.s_max);
         match self.method {
             FitMethod::Platt | FitMethod::Gaussian | FitMethod::Gamma => {
                 fit_parametric(self.method, st, &mut m)
@@ -568,7 +563,7 @@ impl FitKernel {
             FitMethod::Isotonic => fit_isotonic(st, self.prop_col.is_some(), &mut m),
             FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
         }
-        Some(m.build())
+        Some(m)
     }
 }
 
@@ -657,7 +652,7 @@ impl Kernel for FitKernel {
             let before = st.len_bytes();
             let incoming_grid = grid.value(r);
             if incoming_grid && !st.grid {
-                st.to_grid();
+                st.switch_to_grid();
             }
             for j in offsets[r] as usize..offsets[r + 1] as usize {
                 let e = Entry {
@@ -759,7 +754,7 @@ fn points_loss(points: &[(f64, f64, f64)], p: impl Fn(usize) -> f64) -> f64 {
     num / den
 }
 
-fn fit_isotonic(st: &FitState, ips: bool, m: &mut ModelBuilder) {
+fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
     let pts = st.sorted_points();
     // Pool adjacent violators on the means t/n with weights n.
     let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(pts.len()); // (Σn, Σt, len)
@@ -794,7 +789,7 @@ fn fit_isotonic(st: &FitState, ips: bool, m: &mut ModelBuilder) {
     m.converged = Some(true);
 }
 
-fn fit_histogram(st: &FitState, bins: usize, m: &mut ModelBuilder) {
+fn fit_histogram(st: &FitState, bins: usize, m: &mut Model) {
     let pts = st.sorted_points();
     let (lo, hi) = (st.s_min, st.s_max);
     let width = hi - lo;
@@ -844,7 +839,7 @@ fn moments(nodes: &[(f64, f64, f64)]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-fn fit_parametric(method: FitMethod, st: &FitState, m: &mut ModelBuilder) {
+fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
     // Sorted, so the sums do not depend on the order in which rows and partitions arrived.
     let mut raw = st.nodes();
     raw.sort_by(|x, y| {

@@ -64,9 +64,6 @@ pub struct Model {
     pub converged: Option<bool>,
 }
 
-/// Fills a [`Model`] as a fit proceeds.
-pub(crate) type ModelBuilder = Model;
-
 impl Model {
     pub(crate) fn new(method: &str, rows: i64, s_min: f64, s_max: f64) -> Self {
         Model {
@@ -77,10 +74,6 @@ impl Model {
             weight: Some(rows as f64),
             ..Default::default()
         }
-    }
-
-    pub(crate) fn build(self) -> Model {
-        self
     }
 }
 

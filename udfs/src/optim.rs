@@ -10,6 +10,9 @@
 //! optimum lies at infinity (separable data) the iteration limit ends it with `converged`
 //! false and finite parameters.
 
+// Small dense matrices read best with index loops.
+#![allow(clippy::needless_range_loop)]
+
 /// One quadrature node: features φ, weight on the softplus term, weight on the linear term.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Node<const K: usize> {
