@@ -267,4 +267,4 @@ macro_rules! slt_files {
     };
 }
 
-slt_files!(smoke, binned, logloss, auc, field, scalars, docs);
+slt_files!(smoke, binned, logloss, auc, field, scalars, docs, fits);

@@ -347,7 +347,7 @@ impl Calibrate {
         Self {
             signature: Signature::one_of(
                 vec![
-                    TypeSignature::Any(2),
+                    TypeSignature::UserDefined,
                     TypeSignature::Exact(vec![DataType::Float64, model_type()]),
                 ],
                 Volatility::Immutable,
@@ -363,6 +363,22 @@ impl ScalarUDFImpl for Calibrate {
 
     fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    /// Numeric scores to Float64, everything else unchanged, so `return_type` reports a bad
+    /// call with this function's own message.
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        Ok(arg_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i == 0 && t.is_numeric() {
+                    DataType::Float64
+                } else {
+                    t.clone()
+                }
+            })
+            .collect())
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
