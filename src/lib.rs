@@ -1,11 +1,13 @@
 //! calibsql: a DataFusion session with every calibration function registered,
-//! table registration for local paths (and later object stores), and the CLI's engine.
+//! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
+pub mod s3;
 pub mod tables;
 
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use calibsql_udfs as udfs;
+pub use s3::{register_s3, S3Options};
 
 /// Registers every calibsql function (scalars and aggregates) on `ctx`.
 pub fn register_all(ctx: &SessionContext) {
@@ -27,9 +29,12 @@ pub fn new_context() -> SessionContext {
     new_context_with_config(default_config())
 }
 
-/// A new session with `config` and every calibsql function registered.
+/// A new session with `config`, every calibsql function registered and `s3://` locations
+/// read with the credentials of the AWS environment (see [`register_s3`] to set others).
 pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
     let ctx = SessionContext::new_with_config(config);
     register_all(&ctx);
+    // Copies the runtime of a session just built: cannot fail.
+    register_s3(&ctx, S3Options::default()).expect("a new session accepts S3 support");
     ctx
 }

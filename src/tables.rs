@@ -5,7 +5,7 @@
 //! the file extension (for a directory: from the files in it) unless it is given.
 //!
 //! Every location string goes through [`resolve`], the one place that knows about paths and
-//! URLs; supporting another scheme (e.g. `s3://`) means adding an arm there that returns the
+//! URLs; each scheme (local paths, `file://`, `s3://`) is an arm there that returns the
 //! listing URLs and the file names to infer the format from.
 
 use std::fmt;
@@ -22,8 +22,11 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::execution::context::SessionState;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::ObjectStoreExt;
 use url::Url;
 
 /// The file formats a table can be read from.
@@ -171,6 +174,10 @@ struct Resolved {
 /// path segment each). Relative paths are resolved against the current directory and
 /// `file://` URLs are accepted.
 ///
+/// `s3://bucket/key` locations work the same way (an object, a prefix — with or without the
+/// trailing `/` — or a glob such as `s3://logs/2026-11-*/*.parquet`) on a session with S3
+/// support ([`crate::new_context`], [`crate::register_s3`]).
+///
 /// `format` overrides the format the file extensions imply; it is needed for files whose
 /// extension says nothing (e.g. `part-00000`). The schema is inferred now, from all matched
 /// files (Parquet footers are read, CSV/JSON files sampled), so an unreadable file fails here.
@@ -187,7 +194,7 @@ pub async fn register_table(
     if name.trim().is_empty() {
         return plan_err!("table name for {location} is empty");
     }
-    let resolved = resolve(location)?;
+    let resolved = resolve(&ctx.state(), location).await?;
     let (format, compression, suffix) = choose_format(location, &resolved, format)?;
 
     let state = ctx.state();
@@ -233,7 +240,7 @@ pub async fn register_table(
 }
 
 /// Turns a location string into listing URLs. The only place that interprets paths and URLs.
-fn resolve(location: &str) -> Result<Resolved> {
+async fn resolve(state: &SessionState, location: &str) -> Result<Resolved> {
     if location.trim().is_empty() {
         return plan_err!("empty table location");
     }
@@ -247,9 +254,10 @@ fn resolve(location: &str) -> Result<Resolved> {
                     .map_err(|()| plan_datafusion_err!("invalid file URL {location}"))?;
                 resolve_local(&path.to_string_lossy())
             }
+            "s3" => resolve_s3(state, location).await,
             _ => not_impl_err!(
-                "unsupported location {location}: '{scheme}://' URLs are not supported yet \
-                 (only local paths and file:// URLs)"
+                "unsupported location {location}: '{scheme}://' URLs are not supported \
+                 (local paths, file:// and s3:// URLs are)"
             ),
         };
     }
@@ -324,6 +332,174 @@ fn resolve_glob(pattern: &str) -> Result<Resolved> {
         directory: false,
         files,
     })
+}
+
+/// Lists an S3 location: an object, a prefix (a key ending in `/`, the bucket itself, or a key
+/// that names no object but has objects under `key/`), or a glob over keys. The key is taken
+/// literally (no percent-decoding), as `aws s3` does.
+async fn resolve_s3(state: &SessionState, location: &str) -> Result<Resolved> {
+    let rest = &location["s3://".len()..];
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return plan_err!("{location} names no bucket; expected s3://bucket/key");
+    }
+    let bucket_url = ObjectStoreUrl::parse(format!("s3://{bucket}"))?;
+    let store = state.runtime_env().object_store(&bucket_url).map_err(|e| {
+        match crate::s3::find_error(&e) {
+            Some(s3) => DataFusionError::Plan(s3.to_string()),
+            None => plan_datafusion_err!(
+                "{location}: this session cannot read s3:// locations ({e}); \
+                 give it S3 support with calibsql::register_s3"
+            ),
+        }
+    })?;
+    let store = store.as_ref();
+    let object_url = |key: &str| -> Result<ListingTableUrl> {
+        let mut url = Url::parse(&format!("s3://{bucket}/"))
+            .map_err(|e| plan_datafusion_err!("invalid bucket name in {location}: {e}"))?;
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().extend(key.split('/'));
+        }
+        ListingTableUrl::try_new(url, None)
+    };
+    let display = |key: &str| format!("s3://{bucket}/{key}");
+
+    if let Some(wildcard) = key.find(['*', '?', '[']) {
+        let prefix = &key[..key[..wildcard].rfind('/').map_or(0, |slash| slash + 1)];
+        let pattern = glob::Pattern::new(key)
+            .map_err(|e| plan_datafusion_err!("invalid glob {location}: {e}"))?;
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: true,
+        };
+        let mut keys: Vec<String> = list_s3(store, prefix, location)
+            .await?
+            .into_iter()
+            .filter(|object| pattern.matches_with(object, options))
+            .collect();
+        if keys.is_empty() {
+            return plan_err!("no objects match {location}");
+        }
+        keys.sort();
+        return Ok(Resolved {
+            urls: keys.iter().map(|k| object_url(k)).collect::<Result<_>>()?,
+            directory: false,
+            files: keys.iter().map(|k| display(k)).collect(),
+        });
+    }
+
+    let (prefix, objects) = if key.is_empty() || key.ends_with('/') {
+        let objects = list_s3(store, key, location).await?;
+        if objects.is_empty() {
+            return plan_err!("no objects under {location}");
+        }
+        (key.to_string(), objects)
+    } else {
+        let path = ObjectPath::parse(key)
+            .map_err(|e| plan_datafusion_err!("invalid S3 key in {location}: {e}"))?;
+        let prefix = format!("{key}/");
+        match store.head(&path).await {
+            Ok(_) => {
+                return Ok(Resolved {
+                    urls: vec![object_url(key)?],
+                    directory: false,
+                    files: vec![location.to_string()],
+                })
+            }
+            // Explained failures (credentials, endpoint) are final.
+            Err(e)
+                if crate::s3::find_error(&e).is_some()
+                    && !matches!(e, object_store::Error::NotFound { .. }) =>
+            {
+                return Err(s3_failure(location, e))
+            }
+            // Not an object: maybe a prefix written without its trailing '/'. (Some
+            // S3-compatible stores answer a HEAD of such a "directory" with a 5xx, not 404.)
+            Err(e) => {
+                let objects = list_s3(store, &prefix, location).await?;
+                if objects.is_empty() {
+                    return match e {
+                        object_store::Error::NotFound { .. } => {
+                            plan_err!("no such S3 object or prefix: {location}")
+                        }
+                        e => Err(s3_failure(location, e)),
+                    };
+                }
+                (prefix, objects)
+            }
+        }
+    };
+    // The files DataFusion will read: those directly under the prefix and in `key=value`
+    // (Hive partition) "sub-directories"; hidden (`.x`) and marker (`_x`) names skipped.
+    let files = objects
+        .iter()
+        .filter(|object| {
+            let relative = &object[prefix.len()..];
+            let mut parts: Vec<&str> = relative.split('/').collect();
+            let name = parts.pop().unwrap_or_default();
+            !name.is_empty()
+                && !name.starts_with(['.', '_'])
+                && parts
+                    .iter()
+                    .all(|dir| dir.contains('=') && !dir.starts_with(['.', '_']))
+        })
+        .map(|object| display(object))
+        .collect();
+    let mut url = Url::parse(&format!("s3://{bucket}/"))
+        .map_err(|e| plan_datafusion_err!("invalid bucket name in {location}: {e}"))?;
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments
+            .pop_if_empty()
+            .extend(
+                prefix
+                    .trim_end_matches('/')
+                    .split('/')
+                    .filter(|s| !s.is_empty()),
+            )
+            .push("");
+    }
+    Ok(Resolved {
+        urls: vec![ListingTableUrl::try_new(url, None)?],
+        directory: true,
+        files,
+    })
+}
+
+/// The keys of all objects under `prefix` (a key prefix ending in `/`, or empty for the
+/// whole bucket).
+async fn list_s3(
+    store: &dyn object_store::ObjectStore,
+    prefix: &str,
+    location: &str,
+) -> Result<Vec<String>> {
+    let trimmed = prefix.trim_end_matches('/');
+    let path = if trimmed.is_empty() {
+        None
+    } else {
+        Some(
+            ObjectPath::parse(trimmed)
+                .map_err(|e| plan_datafusion_err!("invalid S3 key in {location}: {e}"))?,
+        )
+    };
+    let objects: Vec<object_store::ObjectMeta> = store
+        .list(path.as_ref())
+        .try_collect()
+        .await
+        .map_err(|e| s3_failure(location, e))?;
+    Ok(objects
+        .into_iter()
+        .map(|object| object.location.to_string())
+        .collect())
+}
+
+/// An object store error while resolving `location`, as one line: the S3 explanation when
+/// there is one.
+fn s3_failure(location: &str, error: object_store::Error) -> DataFusionError {
+    match crate::s3::find_error(&error) {
+        Some(s3) => DataFusionError::Execution(s3.to_string()),
+        None => DataFusionError::Execution(format!("cannot read {location}: {error}")),
+    }
 }
 
 /// A listing URL for one local file, built without glob interpretation of its name.
@@ -499,14 +675,48 @@ async fn infer_schema(
     if objects.is_empty() {
         return plan_err!("all data files are empty");
     }
-    options.format.infer_schema(state, &store, &objects).await
+    match options.format.infer_schema(state, &store, &objects).await {
+        Ok(schema) => Ok(schema),
+        Err(error) if crate::s3::find_error(&error).is_none() => {
+            // Name the file that cannot be read (e.g. a text file called `x.parquet`).
+            for object in &objects {
+                if let Err(single) = options
+                    .format
+                    .infer_schema(state, &store, std::slice::from_ref(object))
+                    .await
+                {
+                    let url = format!("{}{}", urls[0].object_store().as_str(), object.location);
+                    let message = single.message().to_string();
+                    return if options.format.get_ext() == "parquet" {
+                        plan_err!("{url} is not a Parquet file ({})", one_line(&message))
+                    } else {
+                        plan_err!("cannot read {url}: {}", one_line(&message))
+                    };
+                }
+            }
+            Err(error)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Adds the location to an error from reading files, keeping messages on one line.
 fn with_location(location: &str, error: DataFusionError) -> DataFusionError {
     match error {
         // Our own messages already say what is wrong; name the location in them.
+        DataFusionError::Plan(message) if message.contains(location) => {
+            DataFusionError::Plan(message)
+        }
         DataFusionError::Plan(message) => DataFusionError::Plan(format!("{location}: {message}")),
+        // S3 explanations name the object and what to change.
+        other if crate::s3::find_error(&other).is_some() => {
+            let message = crate::s3::find_error(&other).map(|e| e.to_string());
+            DataFusionError::Execution(message.unwrap_or_default())
+        }
         other => DataFusionError::Execution(format!("cannot read {location}: {other}")),
     }
 }

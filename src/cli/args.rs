@@ -21,6 +21,13 @@ Tables:
   JSON may end in .gz, .bz2, .xz or .zst) unless --table-format is given. SQL works too:
   CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 'dir/';
 
+S3:
+  s3://bucket/key, s3://bucket/prefix/ and globs work wherever a path does (--table, LOCATION,
+  COPY … TO). Credentials and region come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+  AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL; --s3-* flags override them, and
+  CREATE EXTERNAL TABLE … OPTIONS ('aws.endpoint' '…', 'aws.allow_http' 'true') overrides
+  both for that table's bucket.
+
 Output:
   Query results go to standard output (or -o FILE), nothing else does: with csv, json and
   ndjson, DDL prints nothing and there are no timing lines. Table format prints a row count
@@ -85,6 +92,23 @@ pub struct Args {
     /// Print no row counts, timings or progress on standard error
     #[arg(short = 'q', long)]
     pub quiet: bool,
+
+    /// Endpoint of an S3-compatible store (MinIO, Ceph, R2, …), e.g. http://127.0.0.1:9000
+    /// [default: AWS_ENDPOINT_URL, else Amazon S3]
+    #[arg(long, value_name = "URL")]
+    pub s3_endpoint: Option<String>,
+
+    /// Allow a plain-HTTP (not HTTPS) S3 endpoint [default: AWS_ALLOW_HTTP, else no]
+    #[arg(long)]
+    pub s3_allow_http: bool,
+
+    /// Timeout of one S3 request, in seconds [default: 30]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub s3_timeout: Option<std::time::Duration>,
+
+    /// Retries of a failed S3 request (connection errors, timeouts, 5xx) [default: 3]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub s3_retries: Option<usize>,
 }
 
 /// How query results are written.
@@ -149,6 +173,18 @@ fn parse_table_format(value: &str) -> Result<TableFormat, String> {
     value
         .parse()
         .map_err(|e: calibsql::tables::UnknownTableFormat| e.to_string())
+}
+
+fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
+    calibsql::s3::parse_seconds(value)
+}
+
+/// A whole number ≥ 0.
+fn parse_count(value: &str) -> Result<usize, String> {
+    value
+        .trim()
+        .parse::<usize>()
+        .map_err(|_| "expected a whole number of at least 0".to_string())
 }
 
 /// A whole number ≥ 1.

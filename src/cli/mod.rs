@@ -136,6 +136,11 @@ fn describe(error: &anyhow::Error) -> String {
 }
 
 fn describe_datafusion(error: &DataFusionError) -> String {
+    // An S3 failure deep in a query says it all (endpoint, object, what to change), without
+    // DataFusion's and object_store's wrapping ("Object Store error: Generic S3 error: …").
+    if let Some(s3) = calibsql::s3::find_error(error) {
+        return s3.to_string();
+    }
     match error {
         // `SQL error: ParserError("…")` → `SQL error: …`
         DataFusionError::SQL(error, _) => match error.as_ref() {

@@ -78,6 +78,8 @@ pub struct Options {
     pub status: bool,
     /// The progress line (standard error is a terminal, not `--quiet`).
     pub progress: bool,
+    /// S3 settings from the `--s3-*` flags (over the AWS environment).
+    pub s3: calibsql::S3Options,
 }
 
 /// Parses `argv`. Clap's own errors (and `--help`/`--version`) come back as `clap::Error`.
@@ -178,6 +180,14 @@ fn validate(args: Args, sources: Vec<Source>, terminals: Terminals) -> Result<Op
         max_rows,
         status: format == OutputFormat::Table && !args.quiet,
         progress: terminals.stderr && !args.quiet,
+        s3: calibsql::S3Options {
+            endpoint: args.s3_endpoint,
+            // Only an explicit flag overrides AWS_ALLOW_HTTP.
+            allow_http: args.s3_allow_http.then_some(true),
+            timeout: args.s3_timeout,
+            retries: args.s3_retries,
+            ..calibsql::S3Options::default()
+        },
     })
 }
 

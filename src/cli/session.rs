@@ -181,5 +181,7 @@ pub fn build_context(options: &Options) -> anyhow::Result<SessionContext> {
     // `SELECT * FROM 'data/x.parquet'` works, as in datafusion-cli.
     let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?).enable_url_table();
     calibsql::register_all(&ctx);
+    // s3:// locations, with the --s3-* flags over the AWS environment.
+    calibsql::register_s3(&ctx, options.s3.clone())?;
     Ok(ctx)
 }
