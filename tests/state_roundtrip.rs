@@ -299,6 +299,17 @@ fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
     }
 }
 
+/// A model's `converged` field (true for results that are not models).
+fn converged(v: &ScalarValue) -> bool {
+    match v {
+        ScalarValue::Struct(s) if s.is_valid(0) => s
+            .column_by_name("converged")
+            .map(|c| c.as_boolean().value(0))
+            .unwrap_or(true),
+        _ => true,
+    }
+}
+
 fn assert_close(what: &str, a: &ScalarValue, b: &ScalarValue) {
     let (la, lb) = (leaves(a), leaves(b));
     assert_eq!(la.len(), lb.len(), "{what}: {a:?} vs {b:?}");
@@ -399,7 +410,15 @@ proptest! {
         for call in calls(&schema) {
             let h = Harness::new(&call, &schema);
             let direct = h.single_pass(&batch);
-            assert_close(call.udaf.name(), &direct, &h.split_merged(&batch, &cuts));
+            let merged = h.split_merged(&batch, &cuts);
+            // A fit that did not converge (separable random data: the optimum is at infinity)
+            // ends wherever its path hits the parameter bound, and rounding differences of the
+            // summation order change that path; only converged fits must agree.
+            if !(converged(&direct) && converged(&merged)) {
+                prop_assert_eq!(converged(&direct), converged(&merged));
+                continue;
+            }
+            assert_close(call.udaf.name(), &direct, &merged);
         }
     }
 }

@@ -255,41 +255,48 @@ pub(crate) fn for_each_row(
     }
 }
 
-/// Validation of row values. Each returns the value when it is good.
-#[inline]
+/// Validation of row values. Each returns the value when it is good. The checks are
+/// branch-light and the error paths are out of line, so the hot loops stay tight.
+#[inline(always)]
 pub(crate) fn check_p(func: &str, arg: &str, p: f64) -> Result<f64> {
-    if (0.0..=1.0).contains(&p) {
+    if (p >= 0.0) & (p <= 1.0) {
         Ok(p)
     } else {
-        exec_err!("{func}: argument {arg} must be in [0, 1], got {p}")
+        bad_value(func, arg, "in [0, 1]", p)
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn check_y(func: &str, y: f64) -> Result<f64> {
-    if y == 0.0 || y == 1.0 {
+    if (y == 0.0) | (y == 1.0) {
         Ok(y)
     } else {
-        exec_err!("{func}: argument y must be 0 or 1, got {y}")
+        bad_value(func, "y", "0 or 1", y)
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn check_w(func: &str, w: f64) -> Result<f64> {
-    if w >= 0.0 && w.is_finite() {
+    if (w >= 0.0) & w.is_finite() {
         Ok(w)
     } else {
-        exec_err!("{func}: argument w must be finite and >= 0, got {w}")
+        bad_value(func, "w", "finite and >= 0", w)
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn check_propensity(func: &str, q: f64) -> Result<f64> {
-    if q > 0.0 && q <= 1.0 {
+    if (q > 0.0) & (q <= 1.0) {
         Ok(q)
     } else {
-        exec_err!("{func}: argument propensity must be in (0, 1], got {q}")
+        bad_value(func, "propensity", "in (0, 1]", q)
     }
+}
+
+#[cold]
+#[inline(never)]
+pub(crate) fn bad_value(func: &str, arg: &str, rule: &str, v: f64) -> Result<f64> {
+    exec_err!("{func}: argument {arg} must be {rule}, got {v}")
 }
 
 /// Appends an f64 list state built from consecutive chunks of `values` of length `width`.

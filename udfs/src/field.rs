@@ -5,12 +5,14 @@
 //! (NULL is its own key, as in `GROUP BY`); the partial state carries the keys as
 //! `List<Binary>` next to three `List<Float64>` columns.
 
+use std::hash::Hash;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, ListArray};
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use arrow::row::{RowConverter, SortField};
 use datafusion_common::{internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -143,16 +145,7 @@ impl FieldMetric {
             }
         };
         let field_type = args.expr_fields[2].data_type().clone();
-        Ok(FieldKernel {
-            func,
-            kind: self.kind,
-            eps,
-            w_col,
-            converter: RowConverter::new(vec![SortField::new(field_type.clone())])?,
-            field_type,
-            groups: vec![],
-            bytes: 0,
-        })
+        FieldKernel::new(func, self.kind, eps, w_col, field_type)
     }
 }
 
@@ -222,23 +215,76 @@ impl AggregateUDFImpl for FieldMetric {
 /// Σw, Σw·y, Σw·(y − p) of one field value.
 type FieldStats = [f64; 3];
 
+/// A field value as a hash key: integers as themselves (the fast path: no row encoding, an
+/// integer hash), any other type as its arrow row encoding. Both serialise to bytes in the
+/// partial state (integers as 8 little-endian bytes, NULL as no bytes).
+trait FieldKey: Hash + Eq + Clone + std::fmt::Debug + Send + Sync + 'static {
+    fn to_bytes(&self) -> Vec<u8>;
+    fn from_bytes(b: &[u8]) -> Result<Self>;
+    fn heap_bytes(&self) -> usize;
+}
+
+impl FieldKey for Option<i64> {
+    fn to_bytes(&self) -> Vec<u8> {
+        self.map_or(vec![], |v| v.to_le_bytes().to_vec())
+    }
+    fn from_bytes(b: &[u8]) -> Result<Self> {
+        match b.len() {
+            0 => Ok(None),
+            _ => match <[u8; 8]>::try_from(b) {
+                Ok(a) => Ok(Some(i64::from_le_bytes(a))),
+                Err(_) => internal_err!("field key of {} bytes in an integer field state", b.len()),
+            },
+        }
+    }
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+}
+
+impl FieldKey for Box<[u8]> {
+    fn to_bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+    fn from_bytes(b: &[u8]) -> Result<Self> {
+        Ok(b.into())
+    }
+    fn heap_bytes(&self) -> usize {
+        2 * self.len()
+    }
+}
+
 /// The field values seen in one group and their sums.
-#[derive(Debug, Default)]
-struct FieldMap {
-    index: HashMap<Box<[u8]>, usize>,
-    keys: Vec<Box<[u8]>>,
+#[derive(Debug)]
+struct FieldMap<K> {
+    index: HashMap<K, usize>,
+    keys: Vec<K>,
     stats: Vec<FieldStats>,
 }
 
-/// Bytes a new field value costs, roughly (map slot, key vector slot, stats, key bytes).
-fn entry_bytes(key_len: usize) -> usize {
-    2 * size_of::<Box<[u8]>>() + size_of::<usize>() + size_of::<FieldStats>() + 2 * key_len
+impl<K> Default for FieldMap<K> {
+    fn default() -> Self {
+        Self {
+            index: HashMap::default(),
+            keys: vec![],
+            stats: vec![],
+        }
+    }
 }
 
-impl FieldMap {
+impl<K: FieldKey> FieldMap<K> {
+    /// Bytes one entry costs, roughly (map slot, key vector slot, stats, key heap bytes).
+    fn entry_bytes(key: &K) -> usize {
+        2 * size_of::<K>() + size_of::<usize>() + size_of::<FieldStats>() + key.heap_bytes()
+    }
+
     /// Adds `s` to the entry of `key`; returns the bytes a new entry cost.
     #[inline]
-    fn add(&mut self, key: &[u8], s: FieldStats) -> usize {
+    fn add<Q>(&mut self, key: &Q, s: FieldStats, own: impl FnOnce(&Q) -> K) -> usize
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         match self.index.get(key) {
             Some(&i) => {
                 let e = &mut self.stats[i];
@@ -248,14 +294,31 @@ impl FieldMap {
                 0
             }
             None => {
-                let k: Box<[u8]> = key.into();
+                let k = own(key);
+                let cost = Self::entry_bytes(&k);
                 self.index.insert(k.clone(), self.stats.len());
                 self.keys.push(k);
                 self.stats.push(s);
-                entry_bytes(key.len())
+                cost
             }
         }
     }
+
+    fn bytes(&self) -> usize {
+        self.keys.iter().map(Self::entry_bytes).sum()
+    }
+}
+
+/// Per-group maps, keyed the fast way for integer fields.
+#[derive(Debug)]
+enum Maps {
+    Int(Vec<FieldMap<Option<i64>>>),
+    Rows(Vec<FieldMap<Box<[u8]>>>, RowConverter),
+}
+
+fn is_int(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(t, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32)
 }
 
 #[derive(Debug)]
@@ -264,22 +327,46 @@ struct FieldKernel {
     kind: FieldKind,
     eps: f64,
     w_col: Option<usize>,
-    converter: RowConverter,
     field_type: DataType,
-    groups: Vec<FieldMap>,
+    maps: Maps,
     bytes: usize,
 }
 
 impl FieldKernel {
-    fn finish(&self, m: &FieldMap) -> Option<f64> {
-        let n: f64 = m.stats.iter().map(|s| s[0]).sum();
+    fn new(
+        func: &'static str,
+        kind: FieldKind,
+        eps: f64,
+        w_col: Option<usize>,
+        field_type: DataType,
+    ) -> Result<Self> {
+        let maps = if is_int(&field_type) {
+            Maps::Int(vec![])
+        } else {
+            Maps::Rows(
+                vec![],
+                RowConverter::new(vec![SortField::new(field_type.clone())])?,
+            )
+        };
+        Ok(Self {
+            func,
+            kind,
+            eps,
+            w_col,
+            field_type,
+            maps,
+            bytes: 0,
+        })
+    }
+
+    fn finish(&self, stats: &[FieldStats]) -> Option<f64> {
+        let n: f64 = stats.iter().map(|s| s[0]).sum();
         if n <= 0.0 {
             return None;
         }
         let total: f64 = match self.kind {
-            FieldKind::Ece => m.stats.iter().map(|s| s[2].abs()).sum(),
-            FieldKind::Rce => m
-                .stats
+            FieldKind::Ece => stats.iter().map(|s| s[2].abs()).sum(),
+            FieldKind::Rce => stats
                 .iter()
                 .filter(|s| s[0] > 0.0)
                 .map(|&[nz, wy, wd]| {
@@ -293,30 +380,53 @@ impl FieldKernel {
         };
         Some(total / n)
     }
+
+    /// The stats of each group in `range`.
+    fn group_stats(&self, range: Range<usize>) -> Vec<&[FieldStats]> {
+        match &self.maps {
+            Maps::Int(m) => m[range].iter().map(|g| g.stats.as_slice()).collect(),
+            Maps::Rows(m, _) => m[range].iter().map(|g| g.stats.as_slice()).collect(),
+        }
+    }
+
+    /// The serialised keys of each group in `range`.
+    fn group_keys(&self, range: Range<usize>) -> Vec<Vec<Vec<u8>>> {
+        fn keys<K: FieldKey>(m: &[FieldMap<K>]) -> Vec<Vec<Vec<u8>>> {
+            m.iter()
+                .map(|g| g.keys.iter().map(FieldKey::to_bytes).collect())
+                .collect()
+        }
+        match &self.maps {
+            Maps::Int(m) => keys(&m[range]),
+            Maps::Rows(m, _) => keys(&m[range]),
+        }
+    }
 }
 
 impl Kernel for FieldKernel {
     fn empty(&self) -> Result<Self> {
-        Ok(Self {
-            func: self.func,
-            kind: self.kind,
-            eps: self.eps,
-            w_col: self.w_col,
-            converter: RowConverter::new(vec![SortField::new(self.field_type.clone())])?,
-            field_type: self.field_type.clone(),
-            groups: vec![],
-            bytes: 0,
-        })
+        Self::new(
+            self.func,
+            self.kind,
+            self.eps,
+            self.w_col,
+            self.field_type.clone(),
+        )
     }
 
     fn resize(&mut self, n: usize) {
-        if self.groups.len() < n {
-            self.groups.resize_with(n, FieldMap::default);
+        match &mut self.maps {
+            Maps::Int(m) if m.len() < n => m.resize_with(n, FieldMap::default),
+            Maps::Rows(m, _) if m.len() < n => m.resize_with(n, FieldMap::default),
+            _ => {}
         }
     }
 
     fn num_groups(&self) -> usize {
-        self.groups.len()
+        match &self.maps {
+            Maps::Int(m) => m.len(),
+            Maps::Rows(m, _) => m.len(),
+        }
     }
 
     fn update(
@@ -328,24 +438,46 @@ impl Kernel for FieldKernel {
         let func = self.func;
         let p = f64s(&values[0]).values();
         let y = f64s(&values[1]).values();
-        let keys = self.converter.convert_columns(&[Arc::clone(&values[2])])?;
         let w = self.w_col.map(|c| f64s(&values[c]).values());
         let mut data = vec![&values[0], &values[1]];
         if let Some(c) = self.w_col {
             data.push(&values[c]);
         }
         let mask = usable_rows(&data, filter);
-        let (maps, bytes) = (&mut self.groups, &mut self.bytes);
-        for_each_row(p.len(), &mask, |i| {
+        let row_stats = |i: usize| -> Result<FieldStats> {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
             let wi = match w {
                 Some(w) => check_w(func, w[i])?,
                 None => 1.0,
             };
-            *bytes += maps[groups[i]].add(keys.row(i).as_ref(), [wi, wi * yi, wi * (yi - pi)]);
-            Ok(())
-        })
+            Ok([wi, wi * yi, wi * (yi - pi)])
+        };
+        let bytes = &mut self.bytes;
+        match &mut self.maps {
+            Maps::Int(maps) => {
+                let f = cast(&values[2], &DataType::Int64)?;
+                let f = f.as_primitive::<Int64Type>();
+                let (vals, nulls) = (f.values(), f.nulls());
+                for_each_row(p.len(), &mask, |i| {
+                    let key = match nulls {
+                        Some(n) if n.is_null(i) => None,
+                        _ => Some(vals[i]),
+                    };
+                    *bytes += maps[groups[i]].add(&key, row_stats(i)?, |k| *k);
+                    Ok(())
+                })
+            }
+            Maps::Rows(maps, converter) => {
+                let keys = converter.convert_columns(&[Arc::clone(&values[2])])?;
+                for_each_row(p.len(), &mask, |i| {
+                    *bytes += maps[groups[i]].add(keys.row(i).as_ref(), row_stats(i)?, |k| {
+                        Box::<[u8]>::from(k)
+                    });
+                    Ok(())
+                })
+            }
+        }
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
@@ -362,59 +494,63 @@ impl Kernel for FieldKernel {
             }
             for j in offsets[r] as usize..offsets[r + 1] as usize {
                 let s = [parts[0].1[j], parts[1].1[j], parts[2].1[j]];
-                self.bytes += self.groups[g].add(keys.value(j), s);
+                let k = keys.value(j);
+                self.bytes += match &mut self.maps {
+                    Maps::Int(m) => m[g].add(&Option::<i64>::from_bytes(k)?, s, |k| *k),
+                    Maps::Rows(m, _) => m[g].add(k, s, |k| Box::<[u8]>::from(k)),
+                };
             }
         }
         Ok(())
     }
 
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let maps = &self.groups[range];
-        let offsets = OffsetBuffer::from_lengths(maps.iter().map(|m| m.keys.len()));
-        let keys: BinaryArray = maps
+        let keys = self.group_keys(range.clone());
+        let stats = self.group_stats(range);
+        let lens: Vec<usize> = stats.iter().map(|s| s.len()).collect();
+        let offsets = OffsetBuffer::from_lengths(lens);
+        let keys: BinaryArray = keys
             .iter()
-            .flat_map(|m| m.keys.iter().map(|k| Some(k.as_ref())))
+            .flat_map(|g| g.iter().map(|k| Some(k.as_slice())))
             .collect();
-        let keys = ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Binary, true)),
-            offsets,
-            Arc::new(keys),
-            None,
-        );
-        let mut out: Vec<ArrayRef> = vec![Arc::new(keys)];
-        for k in 0..3 {
-            let vals: Vec<f64> = maps
-                .iter()
-                .flat_map(|m| m.stats.iter().map(|s| s[k]))
-                .collect();
-            // One list per group with as many entries as the group has keys.
-            let lens: Vec<usize> = maps.iter().map(|m| m.keys.len()).collect();
-            out.push(Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(DataType::Float64, true)),
-                OffsetBuffer::from_lengths(lens),
-                Arc::new(Float64Array::from(vals)),
+        let list = |values: ArrayRef, t: DataType| -> ArrayRef {
+            Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(t, true)),
+                offsets.clone(),
+                values,
                 None,
-            )));
+            ))
+        };
+        let mut out: Vec<ArrayRef> = vec![list(Arc::new(keys), DataType::Binary)];
+        for k in 0..3 {
+            let vals: Float64Array = stats.iter().flat_map(|g| g.iter().map(|s| s[k])).collect();
+            out.push(list(Arc::new(vals), DataType::Float64));
         }
         Ok(out)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         Ok(Arc::new(
-            self.groups[range]
-                .iter()
-                .map(|m| self.finish(m))
+            self.group_stats(range)
+                .into_iter()
+                .map(|s| self.finish(s))
                 .collect::<Float64Array>(),
         ))
     }
 
     fn drain(&mut self, n: usize) {
-        for m in self.groups.drain(..n) {
-            self.bytes -= m.keys.iter().map(|k| entry_bytes(k.len())).sum::<usize>();
-        }
+        let freed: usize = match &mut self.maps {
+            Maps::Int(m) => m.drain(..n).map(|g| g.bytes()).sum(),
+            Maps::Rows(m, _) => m.drain(..n).map(|g| g.bytes()).sum(),
+        };
+        self.bytes -= freed;
     }
 
     fn size(&self) -> usize {
-        self.bytes + self.groups.capacity() * size_of::<FieldMap>() + self.converter.size()
+        let per_group = match &self.maps {
+            Maps::Int(m) => m.capacity() * size_of::<FieldMap<Option<i64>>>(),
+            Maps::Rows(m, c) => m.capacity() * size_of::<FieldMap<Box<[u8]>>>() + c.size(),
+        };
+        self.bytes + per_group
     }
 }

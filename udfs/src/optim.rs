@@ -216,8 +216,16 @@ pub(crate) fn minimise<const K: usize>(
             }
         }
         last_dropped = None;
-        let mut alpha = alpha_max.min(1.0);
-        let blocked = alpha_max <= 1.0;
+        // Never step outside the box |θ| <= MAX_PARAM: on separable data the Hessian vanishes
+        // and a full Newton step would jump to astronomically large parameters.
+        let alpha_box = (0..K)
+            .filter(|&i| p[i] != 0.0)
+            .map(|i| (MAX_PARAM - theta[i] * p[i].signum()) / p[i].abs())
+            .fold(f64::INFINITY, f64::min)
+            .max(0.0);
+        let mut alpha = alpha_max.min(1.0).min(alpha_box);
+        let hit_box = alpha_box < alpha_max.min(1.0);
+        let blocked = alpha_max <= 1.0 && !hit_box;
         let mut next = theta;
         let mut accepted = false;
         for _ in 0..60 {
@@ -244,7 +252,7 @@ pub(crate) fn minimise<const K: usize>(
             break;
         }
         theta = next;
-        if theta.iter().any(|v| v.abs() > MAX_PARAM) {
+        if hit_box {
             break;
         }
     }
