@@ -14,12 +14,12 @@ use datafusion::physical_expr::PhysicalExpr;
 const N: usize = 8192;
 
 fn batch(with_nulls: bool) -> RecordBatch {
-    let null = |i: usize| with_nulls && i % 10 == 0;
+    let null = |i: usize| with_nulls && i.is_multiple_of(10);
     let p: Float64Array = (0..N)
         .map(|i| (!null(i)).then(|| ((i * 7919) % 1000) as f64 / 1000.0))
         .collect();
     let y: Float64Array = (0..N)
-        .map(|i| Some(((i * 31) % 7 == 0) as i64 as f64))
+        .map(|i| Some((i * 31).is_multiple_of(7) as i64 as f64))
         .collect();
     let q: Float64Array = (0..N)
         .map(|i| Some(0.05 + (i % 90) as f64 / 100.0))

@@ -22,8 +22,8 @@ use datafusion_expr::{
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    check_p, check_w, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
-    n_bins, usable_rows, Arg, CallShape,
+    all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
+    fixed_lists, for_each_row, list_parts, literal, n_bins, usable_rows, Arg, CallShape,
 };
 use crate::kernel::{Groups, Kernel, Single};
 use crate::values::{sort_rows, ValueStore};
@@ -353,31 +353,41 @@ impl BinnedKernel {
         let (m, mf) = (self.m, self.m as f64);
         let p = f64s(&values[0]).values();
         let y = f64s(&values[1]).values();
-        let bins = &mut self.bins;
-        match self.w_col {
-            None => {
-                let mask = usable_rows(&[&values[0], &values[1]], filter);
-                for_each_row(p.len(), &mask, |i| {
-                    let pi = check_p(func, "p", p[i])?;
-                    let yi = check_y(func, y[i])?;
-                    let b = ((pi * mf) as usize).min(m - 1);
-                    add(&mut bins[groups[i] * m + b], &stats_of(pi, yi, 1.0));
-                    Ok(())
-                })
-            }
-            Some(wc) => {
-                let w = f64s(&values[wc]).values();
-                let mask = usable_rows(&[&values[0], &values[1], &values[wc]], filter);
-                for_each_row(p.len(), &mask, |i| {
-                    let pi = check_p(func, "p", p[i])?;
-                    let yi = check_y(func, y[i])?;
-                    let wi = check_w(func, w[i])?;
-                    let b = ((pi * mf) as usize).min(m - 1);
-                    add(&mut bins[groups[i] * m + b], &stats_of(pi, yi, wi));
-                    Ok(())
-                })
-            }
+        let w = self.w_col.map(|c| f64s(&values[c]).values());
+        let mut data = vec![&values[0], &values[1]];
+        if let Some(c) = self.w_col {
+            data.push(&values[c]);
         }
+        let mask = usable_rows(&data, filter);
+        // Without GROUP BY every row goes to group 0: skip reading the group indices.
+        let one_group = self.bins.len() == m;
+        let bins = &mut self.bins;
+        let mut add_row = |i: usize, pi: f64, yi: f64, wi: f64| {
+            let g = if one_group { 0 } else { groups[i] };
+            let b = ((pi * mf) as usize).min(m - 1);
+            add(&mut bins[g * m + b], &stats_of(pi, yi, wi));
+        };
+        let fast = mask.is_none()
+            && all_probabilities(p)
+            && all_labels(y)
+            && w.is_none_or(|w| all_weights(w));
+        if fast {
+            match w {
+                None => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], 1.0)),
+                Some(w) => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], w[i])),
+            }
+            return Ok(());
+        }
+        for_each_row(p.len(), &mask, |i| {
+            let pi = check_p(func, "p", p[i])?;
+            let yi = check_y(func, y[i])?;
+            let wi = match w {
+                Some(w) => check_w(func, w[i])?,
+                None => 1.0,
+            };
+            add_row(i, pi, yi, wi);
+            Ok(())
+        })
     }
 
     /// The bins of group `g`, in bin order.

@@ -259,7 +259,7 @@ pub(crate) fn for_each_row(
 /// branch-light and the error paths are out of line, so the hot loops stay tight.
 #[inline(always)]
 pub(crate) fn check_p(func: &str, arg: &str, p: f64) -> Result<f64> {
-    if (p >= 0.0) & (p <= 1.0) {
+    if (0.0..=1.0).contains(&p) {
         Ok(p)
     } else {
         bad_value(func, arg, "in [0, 1]", p)
@@ -291,6 +291,21 @@ pub(crate) fn check_propensity(func: &str, q: f64) -> Result<f64> {
     } else {
         bad_value(func, "propensity", "in (0, 1]", q)
     }
+}
+
+/// Whole-column checks for the common case of no NULLs and no filter: branch-free folds the
+/// compiler vectorises. When one fails, the per-row path finds the bad value and reports it.
+pub(crate) fn all_probabilities(v: &[f64]) -> bool {
+    v.iter().fold(true, |ok, &x| ok & (0.0..=1.0).contains(&x))
+}
+
+pub(crate) fn all_labels(v: &[f64]) -> bool {
+    v.iter().fold(true, |ok, &x| ok & ((x == 0.0) | (x == 1.0)))
+}
+
+pub(crate) fn all_weights(v: &[f64]) -> bool {
+    v.iter()
+        .fold(true, |ok, &x| ok & (0.0..f64::INFINITY).contains(&x))
 }
 
 #[cold]

@@ -17,8 +17,8 @@ use datafusion_expr::{
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    check_p, check_propensity, check_w, check_y, f64s, for_each_row, literal_checked, usable_rows,
-    Arg, CallShape,
+    all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
+    for_each_row, literal_checked, usable_rows, Arg, CallShape,
 };
 use crate::kernel::{Groups, Kernel, Single};
 
@@ -302,52 +302,61 @@ impl Kernel for LossKernel {
         groups: &[usize],
         filter: Option<&BooleanArray>,
     ) -> Result<()> {
-        let (func, eps, clip) = (self.func, self.eps, self.clip);
+        let (func, eps, clip, kind) = (self.func, self.eps, self.clip, self.kind);
         let p = f64s(&values[0]).values();
         let y = f64s(&values[1]).values();
+        // The third data column: the weight, or ips_logloss's propensity.
+        let extra_col = match kind {
+            LossKind::IpsLogLoss => Some(2),
+            _ => self.w_col,
+        };
+        let extra = extra_col.map(|c| f64s(&values[c]).values());
+        let mut data = vec![&values[0], &values[1]];
+        if let Some(c) = extra_col {
+            data.push(&values[c]);
+        }
+        let mask = usable_rows(&data, filter);
+        let one_group = self.sw.len() == 1;
         let (sw, sl) = (&mut self.sw, &mut self.sl);
-        let mut add = |g: usize, w: f64, l: f64| {
+        // (p, y, weight or propensity) of a checked row → (weight, loss).
+        let row_loss = |pi: f64, yi: f64, xi: f64| -> (f64, f64) {
+            match kind {
+                LossKind::LogLoss => (xi, log_loss_row(pi, yi, eps)),
+                LossKind::Brier => (xi, (yi - pi) * (yi - pi)),
+                LossKind::IpsLogLoss => (1.0, ips_loss_row(pi, yi, xi.max(clip), eps)),
+            }
+        };
+        let mut add_row = |i: usize, pi: f64, yi: f64, xi: f64| {
+            let g = if one_group { 0 } else { groups[i] };
+            let (w, l) = row_loss(pi, yi, xi);
             sw[g] += w;
             sl[g] += w * l;
         };
-        match (self.kind, self.w_col) {
-            (LossKind::IpsLogLoss, _) => {
-                let q = f64s(&values[2]).values();
-                let mask = usable_rows(&[&values[0], &values[1], &values[2]], filter);
-                for_each_row(p.len(), &mask, |i| {
-                    let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
-                    let omega = check_propensity(func, q[i])?.max(clip);
-                    add(groups[i], 1.0, ips_loss_row(pi, yi, omega, eps));
-                    Ok(())
-                })
+        let extra_ok = |x: &[f64]| match kind {
+            LossKind::IpsLogLoss => x.iter().fold(true, |ok, &q| ok & (q > 0.0) & (q <= 1.0)),
+            _ => all_weights(x),
+        };
+        if mask.is_none()
+            && all_probabilities(p)
+            && all_labels(y)
+            && extra.is_none_or(|x| extra_ok(x))
+        {
+            match extra {
+                None => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], 1.0)),
+                Some(x) => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], x[i])),
             }
-            (kind, None) => {
-                let mask = usable_rows(&[&values[0], &values[1]], filter);
-                for_each_row(p.len(), &mask, |i| {
-                    let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
-                    let l = match kind {
-                        LossKind::Brier => (yi - pi) * (yi - pi),
-                        _ => log_loss_row(pi, yi, eps),
-                    };
-                    add(groups[i], 1.0, l);
-                    Ok(())
-                })
-            }
-            (kind, Some(wc)) => {
-                let w = f64s(&values[wc]).values();
-                let mask = usable_rows(&[&values[0], &values[1], &values[wc]], filter);
-                for_each_row(p.len(), &mask, |i| {
-                    let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
-                    let wi = check_w(func, w[i])?;
-                    let l = match kind {
-                        LossKind::Brier => (yi - pi) * (yi - pi),
-                        _ => log_loss_row(pi, yi, eps),
-                    };
-                    add(groups[i], wi, l);
-                    Ok(())
-                })
-            }
+            return Ok(());
         }
+        for_each_row(p.len(), &mask, |i| {
+            let (pi, yi) = (check_p(func, "p", p[i])?, check_y(func, y[i])?);
+            let xi = match (kind, extra) {
+                (LossKind::IpsLogLoss, Some(q)) => check_propensity(func, q[i])?,
+                (_, Some(w)) => check_w(func, w[i])?,
+                (_, None) => 1.0,
+            };
+            add_row(i, pi, yi, xi);
+            Ok(())
+        })
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
