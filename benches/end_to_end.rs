@@ -14,25 +14,27 @@ const RUNS: usize = 7;
 
 fn data_path(rows: usize) -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    PathBuf::from(target).join(format!("calibsql-bench/events-v2-{rows}.parquet"))
+    PathBuf::from(target).join(format!("calibsql-bench/events-v3-{rows}.parquet"))
 }
 
 async fn write_data(path: &std::path::Path, rows: usize) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let ctx = calibsql::new_context();
-    // p: a hashed uniform probability; y ~ Bernoulli(p) from a second hash; site: ~5,000
+    // p: a hashed uniform probability; y = Bernoulli(p)·Bernoulli(propensity), a click that
+    // is missing not at random as in the papers (so the IPS objective is bounded); site: ~5,000
     // values with a Zipf-like skew (the square of a uniform); score: a noisy logit of p
     // (20M distinct values, so fits run on their bounded grid state).
     let sql = format!(
         "COPY (SELECT
-            p, CASE WHEN u < p THEN 1 ELSE 0 END AS y,
+            p, CASE WHEN u < p AND e < 0.1 + 0.9 * s THEN 1 ELSE 0 END AS y,
             CAST(floor(s * s * 5000) AS BIGINT) AS site,
             0.1 + 0.9 * s AS propensity,
             ln(p + 1e-9) - ln(1 - p + 1e-9) + 0.5 * u AS score
           FROM (SELECT
               ((v * 2654435761) % 1000003) / 1000003.0 AS p,
               ((v * 40503) % 999983) / 999983.0 AS u,
-              ((v * 69069) % 1000033) / 1000033.0 AS s
+              ((v * 69069) % 1000033) / 1000033.0 AS s,
+              ((v * 7919) % 999979) / 999979.0 AS e
             FROM (SELECT value AS v FROM generate_series(1, {rows}))))
          TO '{}' STORED AS PARQUET",
         path.display()

@@ -24,8 +24,8 @@ use datafusion_macros::user_doc;
 use hashbrown::HashMap;
 
 use crate::common::{
-    check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_parts, literal_checked,
-    usable_rows, Arg, CallShape,
+    all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
+    for_each_row, list_parts, literal_checked, usable_rows, Arg, CallShape,
 };
 use crate::kernel::{Groups, Kernel, Single};
 
@@ -444,7 +444,18 @@ impl Kernel for FieldKernel {
             data.push(&values[c]);
         }
         let mask = usable_rows(&data, filter);
+        // No NULLs and no filter: check whole columns once, then skip per-row checks.
+        let checked = mask.is_none()
+            && all_probabilities(p)
+            && all_labels(y)
+            && w.is_none_or(|w| all_weights(w));
+        let one_group = self.num_groups() == 1;
+        let group = |i: usize| if one_group { 0 } else { groups[i] };
         let row_stats = |i: usize| -> Result<FieldStats> {
+            if checked {
+                let wi = w.map_or(1.0, |w| w[i]);
+                return Ok([wi, wi * y[i], wi * (y[i] - p[i])]);
+            }
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
             let wi = match w {
@@ -464,14 +475,14 @@ impl Kernel for FieldKernel {
                         Some(n) if n.is_null(i) => None,
                         _ => Some(vals[i]),
                     };
-                    *bytes += maps[groups[i]].add(&key, row_stats(i)?, |k| *k);
+                    *bytes += maps[group(i)].add(&key, row_stats(i)?, |k| *k);
                     Ok(())
                 })
             }
             Maps::Rows(maps, converter) => {
                 let keys = converter.convert_columns(&[Arc::clone(&values[2])])?;
                 for_each_row(p.len(), &mask, |i| {
-                    *bytes += maps[groups[i]].add(keys.row(i).as_ref(), row_stats(i)?, |k| {
+                    *bytes += maps[group(i)].add(keys.row(i).as_ref(), row_stats(i)?, |k| {
                         Box::<[u8]>::from(k)
                     });
                     Ok(())
