@@ -1,6 +1,7 @@
 //! calibsql: a DataFusion session with every calibration function registered,
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
+pub mod generate;
 pub mod s3;
 pub mod tables;
 
