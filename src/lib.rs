@@ -2,6 +2,7 @@
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
 pub mod generate;
+pub mod plot;
 pub mod s3;
 pub mod tables;
 
