@@ -95,6 +95,13 @@ async fn main() {
             3.0,
         ),
         (
+            "fit_gaussian_calib(score, y, propensity)",
+            "SELECT fit_gaussian_calib(score, y, propensity) FROM t",
+            "avg of the 3 cols",
+            "SELECT avg(score), avg(y), avg(propensity) FROM t",
+            f64::NAN,
+        ),
+        (
             "logloss(p, y)",
             "SELECT logloss(p, y) FROM t",
             "avg(p), avg(y)",
