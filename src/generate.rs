@@ -24,7 +24,7 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -149,6 +149,9 @@ pub struct Config {
     pub rows_per_file: u64,
     /// Worker threads (the output does not depend on it).
     pub threads: usize,
+    /// Set it to stop early: [`generate`] then fails with "cancelled" within a batch's time,
+    /// leaving the files written so far.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Config {
@@ -160,6 +163,7 @@ impl Config {
             batch_rows: 65_536,
             rows_per_file: 1 << 20,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cancel: None,
         }
     }
 
@@ -321,6 +325,13 @@ fn write_file(
     let mut writer = ArrowWriter::try_new(file, Arc::clone(schema), Some(properties))?;
     let mut offset = 0;
     while offset < job.len {
+        if config
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            bail!("cancelled");
+        }
         let len = (config.batch_rows as u64).min(job.len - offset);
         let batch = world.batch(schema, job.split, job.start + offset, len as usize)?;
         writer

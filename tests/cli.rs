@@ -637,3 +637,93 @@ fn closed_stdout_exits_0_quietly() {
     );
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
+
+#[test]
+fn demo_runs_end_to_end() {
+    let dir = TempDir::new().unwrap();
+    let output = calibsql(dir.path())
+        .args(["demo", "--rows", "20000", "--dir", "out"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for needle in [
+        "Wrote 20,000 rows",
+        "1. Calibration of a ranking model",
+        "| uncalibrated min-max",
+        "| Gamma                | UERM",
+        "2. Field-level calibration",
+        "| ConfCalib, multi-field",
+        "3. Reliability diagrams",
+        "out/reliability_ranking.svg",
+        "calibsql --table valid=out/valid --table test=out/test -f sql/ranking_calibration.sql",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    let svg = std::fs::read_to_string(dir.path().join("out/reliability_ranking.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("Gamma, UERM"));
+    // The data is there to explore.
+    calibsql(dir.path())
+        .args(["--table", "t=out/test", "-c", "SELECT count(*) AS n FROM t"])
+        .assert()
+        .success()
+        .stdout("n\n10000\n");
+}
+
+#[test]
+fn tools_check_their_flags() {
+    let dir = TempDir::new().unwrap();
+    for (args, needle) in [
+        (&["generate", "--rows", "1", "--out", "d"][..], "--rows"),
+        (&["generate", "--rows", "10"][..], "--out"),
+        (&["demo", "--rows", "10"][..], "--rows"),
+        (&["plot", "reliability", "-o", "x.svg"][..], "--command"),
+        (&["-c", "SELECT 1", "demo"][..], "demo"),
+    ] {
+        calibsql(dir.path())
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(needle));
+    }
+    assert_fails_with(
+        calibsql(dir.path()).args([
+            "plot",
+            "reliability",
+            "-c",
+            "SELECT 0.5 AS p, 1 AS y",
+            "-o",
+            "x.png",
+        ]),
+        2,
+        "SVG",
+    );
+    assert_fails_with(
+        calibsql(dir.path()).args([
+            "plot",
+            "reliability",
+            "-c",
+            "SELECT 0.5 AS q",
+            "-o",
+            "x.svg",
+        ]),
+        1,
+        "columns p and y",
+    );
+    calibsql(dir.path())
+        .args(["plot", "reliability", "-q", "-o", "x.svg", "-c"])
+        .arg(
+            "SELECT * FROM (VALUES (0.1, 0, 'a'), (0.8, 1, 'a'), (0.3, 1, 'b')) AS t(p, y, series)",
+        )
+        .assert()
+        .success()
+        .stdout("")
+        .stderr("");
+    let svg = std::fs::read_to_string(dir.path().join("x.svg")).unwrap();
+    assert!(svg.contains("a  ·  ECE") && svg.contains("b  ·  ECE"));
+}

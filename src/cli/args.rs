@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use calibsql::tables::TableFormat;
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
 Statements:
@@ -44,8 +44,18 @@ Exit status:
 
 /// SQL for calibrating and evaluating model probabilities, on Apache DataFusion.
 #[derive(Debug, Parser)]
-#[command(name = "calibsql", version, about, after_help = AFTER_HELP)]
+#[command(
+    name = "calibsql",
+    version,
+    about,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Args {
+    /// A tool instead of the SQL runner (the flags below apply to the SQL runner only)
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Run SQL statements (several separated by ';'); repeatable
     #[arg(short = 'c', long = "command", value_name = "SQL")]
     pub commands: Vec<String>,
@@ -109,6 +119,136 @@ pub struct Args {
     /// Retries of a failed S3 request (connection errors, timeouts, 5xx) [default: 3]
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub s3_retries: Option<usize>,
+}
+
+/// The tools besides the SQL runner.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Write synthetic Parquet logs whose truth is known
+    ///
+    /// DIR/valid is biased (clicks missing not at random: an item must be shown to be
+    /// clicked, and popular items are shown more), DIR/test unbiased (items shown at random).
+    /// docs/DATA.md describes how each column is generated.
+    Generate(GenerateArgs),
+    /// Generate data, run the reports in sql/ on it and draw reliability diagrams
+    Demo(DemoArgs),
+    /// Draw a chart from a query
+    #[command(subcommand)]
+    Plot(PlotCommand),
+}
+
+/// `calibsql generate`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct GenerateArgs {
+    /// Rows in all, e.g. 1000000 or 1M (K, M, G: powers of 1000); half valid, half test
+    #[arg(long, value_name = "N", value_parser = parse_row_count)]
+    pub rows: u64,
+
+    /// Directory to write DIR/valid/part-*.parquet and DIR/test/part-*.parquet into
+    /// (part-*.parquet files already there are replaced)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Random seed: the same seed and row count write the same rows
+    #[arg(long, value_name = "S", default_value_t = calibsql::generate::DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// No progress bar or summary on standard error
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// `calibsql demo`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct DemoArgs {
+    /// Rows to generate, e.g. 1M (K, M, G: powers of 1000)
+    #[arg(long, value_name = "N", value_parser = parse_demo_rows,
+          default_value_t = super::demo::DEFAULT_ROWS)]
+    pub rows: u64,
+
+    /// Directory for the data and the diagrams
+    #[arg(long, value_name = "DIR", default_value_os_t = super::demo::default_dir())]
+    pub dir: PathBuf,
+
+    /// Random seed of the data
+    #[arg(long, value_name = "S", default_value_t = calibsql::generate::DEFAULT_SEED)]
+    pub seed: u64,
+}
+
+/// `calibsql plot …`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum PlotCommand {
+    /// Draw a reliability diagram (SVG) from a query returning p, y and optionally series
+    ///
+    /// Per bin of p: the fraction of positives against the mean prediction, the gap between
+    /// them, the diagonal and the rows per bin (log scale); one panel per value of the query's
+    /// series column (sorted), the ECE in each panel's title. The bins are those of the
+    /// reliability() and ece() SQL functions.
+    #[command(after_help = RELIABILITY_AFTER_HELP)]
+    Reliability(ReliabilityArgs),
+}
+
+const RELIABILITY_AFTER_HELP: &str = "\
+The query (the last statement of -c or -f; earlier ones, e.g. CREATE VIEW, run first) returns
+a column p (probability), a column y (0/1 or Boolean) and optionally series. For example:
+
+  calibsql plot reliability --table test=calibsql-demo/test -o sigmoid.svg \\
+    -c \"SELECT sigmoid(score) AS p, click AS y FROM test\"";
+
+/// `calibsql plot reliability`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ReliabilityArgs {
+    /// The query: SQL returning p, y and optionally series
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SQL",
+        conflicts_with = "file",
+        required_unless_present = "file"
+    )]
+    pub command: Option<String>,
+
+    /// Read the query from a file ('-' reads standard input)
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub file: Option<PathBuf>,
+
+    /// The SVG file to write
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    pub output: PathBuf,
+
+    /// Number of bins
+    #[arg(long, value_name = "N", default_value_t = calibsql::plot::DEFAULT_BINS,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub bins: u32,
+
+    /// Equal-width bins over [0, 1], or equal-mass bins
+    #[arg(long, value_enum, value_name = "STRATEGY", default_value_t = PlotStrategy::Uniform)]
+    pub strategy: PlotStrategy,
+
+    /// A title above the panels
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    /// Register a file, directory or glob as a table; repeatable
+    #[arg(short = 't', long = "table", value_name = "NAME=PATH", value_parser = parse_table_arg)]
+    pub tables: Vec<TableArg>,
+
+    /// Format of the --table files, instead of guessing from their extensions
+    #[arg(long, value_name = "FORMAT", value_parser = parse_table_format)]
+    pub table_format: Option<TableFormat>,
+
+    /// Print nothing on standard error but errors
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// The binning of `plot reliability --strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotStrategy {
+    /// Equal-width bins [k/M, (k+1)/M)
+    Uniform,
+    /// Equal-mass bins (as many rows in each)
+    Quantile,
 }
 
 /// How query results are written.
@@ -187,6 +327,39 @@ fn parse_count(value: &str) -> Result<usize, String> {
         .map_err(|_| "expected a whole number of at least 0".to_string())
 }
 
+/// A row count: digits (`_` allowed) with an optional K, M or G suffix (powers of 1000), ≥ 2
+/// so that both splits get rows.
+fn parse_row_count(value: &str) -> Result<u64, String> {
+    const HINT: &str = "expected a row count such as 100000, 100K or 2M";
+    let text = value.trim().replace('_', "");
+    let (digits, scale) = match text.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (&text[..text.len() - 1], 1_000),
+        Some('m') => (&text[..text.len() - 1], 1_000_000),
+        Some('g') => (&text[..text.len() - 1], 1_000_000_000),
+        _ => (&text[..], 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| HINT.to_string())?;
+    let rows = n
+        .checked_mul(scale)
+        .ok_or_else(|| "too large".to_string())?;
+    if rows < 2 {
+        return Err("must be at least 2 (one row per split)".to_string());
+    }
+    Ok(rows)
+}
+
+/// A row count for the demo: at least [`super::demo::MIN_ROWS`].
+fn parse_demo_rows(value: &str) -> Result<u64, String> {
+    let rows = parse_row_count(value)?;
+    if rows < super::demo::MIN_ROWS {
+        return Err(format!(
+            "must be at least {} for the reports to have data",
+            super::demo::MIN_ROWS
+        ));
+    }
+    Ok(rows)
+}
+
 /// A whole number ≥ 1.
 fn parse_positive(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {
@@ -254,6 +427,52 @@ mod tests {
         assert!(parse_table_arg("my.t=x.csv").is_err());
         assert!(parse_table_arg("1t=x.csv").is_err());
         assert_eq!(parse_table_arg("Clicks_2=x.csv").unwrap().name, "Clicks_2");
+    }
+
+    #[test]
+    fn row_counts() {
+        assert_eq!(parse_row_count("1000000"), Ok(1_000_000));
+        assert_eq!(parse_row_count("1_000"), Ok(1_000));
+        assert_eq!(parse_row_count("2M"), Ok(2_000_000));
+        assert_eq!(parse_row_count("50k"), Ok(50_000));
+        assert!(parse_row_count("1").is_err());
+        assert!(parse_row_count("1.5M").is_err());
+        assert!(parse_row_count("x").is_err());
+        assert!(parse_demo_rows("10").is_err());
+    }
+
+    #[test]
+    fn subcommands_parse() {
+        let args =
+            Args::try_parse_from(["calibsql", "generate", "--rows", "1K", "--out", "d"]).unwrap();
+        let Some(Command::Generate(generate)) = args.command else {
+            panic!("{:?}", args.command)
+        };
+        assert_eq!(
+            (generate.rows, generate.seed),
+            (1000, calibsql::generate::DEFAULT_SEED)
+        );
+        let args = Args::try_parse_from(["calibsql", "demo"]).unwrap();
+        assert!(matches!(args.command, Some(Command::Demo(_))));
+        let args = Args::try_parse_from([
+            "calibsql",
+            "plot",
+            "reliability",
+            "-c",
+            "SELECT 1",
+            "-o",
+            "x.svg",
+            "--bins",
+            "10",
+        ])
+        .unwrap();
+        let Some(Command::Plot(PlotCommand::Reliability(plot))) = args.command else {
+            panic!("{:?}", args.command)
+        };
+        assert_eq!(plot.bins, 10);
+        // The SQL runner's flags do not mix with a tool.
+        assert!(Args::try_parse_from(["calibsql", "-c", "SELECT 1", "demo"]).is_err());
+        assert!(Args::try_parse_from(["calibsql", "plot", "reliability", "-o", "x.svg"]).is_err());
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! outcome to an exit code (documented in `--help`, see `args.rs`).
 
 mod args;
+mod demo;
+mod generate;
 mod options;
 mod output;
+mod plot;
 mod progress;
 mod repl;
 mod session;
@@ -90,6 +93,29 @@ async fn run_async(options: Options) -> anyhow::Result<()> {
                 result = run_batch(&options, sources) => result,
                 _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
             }
+        }
+        Mode::Tool(command) => {
+            tokio::select! {
+                result = run_tool(&options, command) => result,
+                _ = tokio::signal::ctrl_c() => {
+                    // Data generation runs on a blocking thread the runtime waits for.
+                    generate::cancel();
+                    Err(Interrupted.into())
+                }
+            }
+        }
+    }
+}
+
+async fn run_tool(options: &Options, command: &args::Command) -> anyhow::Result<()> {
+    match command {
+        args::Command::Generate(args) => {
+            let (args, progress) = (args.clone(), options.progress);
+            tokio::task::spawn_blocking(move || generate::run(&args, progress)).await?
+        }
+        args::Command::Demo(args) => demo::run(args, options).await,
+        args::Command::Plot(args::PlotCommand::Reliability(args)) => {
+            plot::reliability(args, options).await
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use calibsql::tables::TableFormat;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use super::args::{Args, OutputFormat, TableArg};
+use super::args::{Args, Command, OutputFormat, TableArg};
 
 /// Rows a table shows in the interactive shell unless `--max-rows` says otherwise.
 const INTERACTIVE_MAX_ROWS: usize = 40;
@@ -41,6 +41,8 @@ pub enum Mode {
     Batch(Vec<Source>),
     /// The interactive shell.
     Interactive,
+    /// A tool (`generate`, `demo`, `plot …`) instead of the SQL runner.
+    Tool(Command),
 }
 
 /// Which standard streams are terminals (passed in so the defaults can be reasoned about).
@@ -89,9 +91,16 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let matches = Args::command().try_get_matches_from(argv)?;
-    let args = Args::from_arg_matches(&matches)?;
+    let mut args = Args::from_arg_matches(&matches)?;
+    let command = args.command.take();
     let sources = ordered_sources(&args, &matches);
-    Ok(validate(args, sources, terminals)?)
+    let mut options = validate(args, sources, terminals)?;
+    if let Some(command) = command {
+        // The SQL runner's flags cannot be given with a tool (clap checks), so the options
+        // are the defaults for this terminal, with the tool as the mode.
+        options.mode = Mode::Tool(command);
+    }
+    Ok(options)
 }
 
 /// `-c` and `-f` values in the order they were given.
@@ -165,7 +174,7 @@ fn validate(args: Args, sources: Vec<Source>, terminals: Terminals) -> Result<Op
     let max_rows = match (args.max_rows, &mode) {
         (Some(n), _) => Some(n),
         (None, Mode::Interactive) => Some(INTERACTIVE_MAX_ROWS),
-        (None, Mode::Batch(_)) => None,
+        (None, Mode::Batch(_) | Mode::Tool(_)) => None,
     };
 
     Ok(Options {

@@ -1,0 +1,167 @@
+//! `calibsql demo`: generate data with known truth, run the reports in `sql/`, draw the
+//! reliability diagrams. Everything it shows can be rerun by hand with the commands it prints.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use calibsql::plot::{self, Strategy};
+
+use super::args::{DemoArgs, OutputFormat, TableArg};
+use super::options::{Mode, Options};
+use super::session::Session;
+
+/// A report: a `.sql` file of the repository, compiled in so the demo runs anywhere.
+struct Report {
+    file: &'static str,
+    title: &'static str,
+    about: &'static str,
+    sql: &'static str,
+}
+
+const REPORTS: [Report; 2] = [
+    Report {
+        file: "sql/ranking_calibration.sql",
+        title: "Calibration of a ranking model (Kweon et al. 2022, Table 1)",
+        about: "Calibrators fitted on the biased valid split (naive, or UERM with the popularity \
+                propensity),\nscored on the unbiased test split; ECE and MCE with 15 bins.",
+        sql: include_str!("../../sql/ranking_calibration.sql"),
+    },
+    Report {
+        file: "sql/field_calibration.sql",
+        title: "Field-level calibration of a CTR model (Zhao et al. ConfCalib, Table 2)",
+        about: "ConfCalib multipliers per site_id, app_id and ad_type from valid, fusion weights \
+                by grid search on valid;\nscored on test. Multi-field RCE is the mean Field-RCE \
+                over the three fields.",
+        sql: include_str!("../../sql/field_calibration.sql"),
+    },
+];
+
+/// A diagram: a `.sql` file returning p, y and series, drawn into the demo directory.
+struct Diagram {
+    file: &'static str,
+    output: &'static str,
+    title: &'static str,
+    sql: &'static str,
+}
+
+const DIAGRAMS: [Diagram; 1] = [Diagram {
+    file: "sql/reliability_ranking.sql",
+    output: "reliability_ranking.svg",
+    title: "Reliability of the ranking model's calibrated probabilities (unbiased test split)",
+    sql: include_str!("../../sql/reliability_ranking.sql"),
+}];
+
+/// Rows of the demo unless `--rows` says otherwise.
+pub const DEFAULT_ROWS: u64 = 1_000_000;
+/// The smallest `--rows` the reports work with.
+pub const MIN_ROWS: u64 = 1_000;
+
+pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
+    let dir = &args.dir;
+    println!(
+        "calibsql demo: {} rows of synthetic ad and recommendation logs with known truth \
+         (seed {}) into {}",
+        super::generate::thousands(args.rows),
+        args.seed,
+        dir.display()
+    );
+    let (out, rows, seed, progress) = (dir.clone(), args.rows, args.seed, options.progress);
+    let summary =
+        tokio::task::spawn_blocking(move || super::generate::write(&out, rows, seed, progress))
+            .await??;
+    println!("{}", super::generate::describe(&summary));
+
+    let tables = vec![
+        table_arg("valid", &summary.valid_dir),
+        table_arg("test", &summary.test_dir),
+    ];
+    let report_options = Options {
+        mode: Mode::Batch(Vec::new()),
+        tables: tables.clone(),
+        table_format: None,
+        format: OutputFormat::Table,
+        output: None,
+        max_rows: None,
+        status: false,
+        ..options.clone()
+    };
+    let mut session = Session::new(&report_options).await?;
+    for (i, report) in REPORTS.iter().enumerate() {
+        println!("\n{}. {}  [{}]", i + 1, report.title, report.file);
+        println!("{}", report.about);
+        let started = Instant::now();
+        let result = session.run_sql(report.sql).await;
+        session.flush()?;
+        result?;
+        println!("({:.1} s)", started.elapsed().as_secs_f64());
+    }
+
+    println!("\n{}. Reliability diagrams", REPORTS.len() + 1);
+    let ctx = super::plot::context(&report_options).await?;
+    for diagram in &DIAGRAMS {
+        let panels =
+            plot::reliability_panels(&ctx, diagram.sql, plot::DEFAULT_BINS, Strategy::Uniform)
+                .await?;
+        let path = dir.join(diagram.output);
+        plot::write_reliability_svg(&path, &panels, Some(diagram.title), Strategy::Uniform)?;
+        let eces: Vec<String> = panels
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ECE {:.4}",
+                    p.series.as_deref().unwrap_or_default(),
+                    p.ece
+                )
+            })
+            .collect();
+        println!(
+            "{}  [{}]\n  {}",
+            path.display(),
+            diagram.file,
+            eces.join("\n  ")
+        );
+    }
+
+    let tables = format!(
+        "--table valid={} --table test={}",
+        shell_word(&summary.valid_dir),
+        shell_word(&summary.test_dir)
+    );
+    println!("\nRun them yourself (from the repository, where sql/ is):");
+    for report in &REPORTS {
+        println!("  calibsql {tables} -f {}", report.file);
+    }
+    for diagram in &DIAGRAMS {
+        println!(
+            "  calibsql plot reliability {tables} -f {} -o {}",
+            diagram.file, diagram.output
+        );
+    }
+    println!("  calibsql {tables}        # an interactive shell over both splits");
+    Ok(())
+}
+
+fn table_arg(name: &str, path: &Path) -> TableArg {
+    TableArg {
+        name: name.to_string(),
+        location: path.display().to_string(),
+    }
+}
+
+/// The path as one shell word (quoted if it has to be).
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c));
+    if plain {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// The demo directory unless `--dir` says otherwise.
+pub fn default_dir() -> PathBuf {
+    PathBuf::from("calibsql-demo")
+}

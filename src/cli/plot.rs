@@ -1,0 +1,86 @@
+//! `calibsql plot reliability`: a reliability diagram (SVG) from a query returning p, y and
+//! optionally series. The drawing and the binning live in `calibsql::plot`.
+
+use std::io::{self, Write};
+
+use anyhow::Context;
+use datafusion::prelude::SessionContext;
+
+use calibsql::plot;
+
+use super::args::{PlotStrategy, ReliabilityArgs};
+use super::options::{Options, UsageError};
+
+/// Draws the diagram of `args`.
+pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::Result<()> {
+    let is_svg = args
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if !is_svg {
+        return Err(UsageError(format!(
+            "-o {}: plot writes SVG; name the file FILE.svg (convert it with e.g. rsvg-convert)",
+            args.output.display()
+        ))
+        .into());
+    }
+    let sql = match (&args.command, &args.file) {
+        (Some(sql), _) => sql.clone(),
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut sql = String::new();
+            io::Read::read_to_string(&mut io::stdin(), &mut sql)
+                .context("cannot read standard input")?;
+            sql
+        }
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        (None, None) => {
+            return Err(UsageError("plot reliability needs -c SQL or -f FILE".to_string()).into())
+        }
+    };
+    let options = Options {
+        tables: args.tables.clone(),
+        table_format: args.table_format,
+        ..options.clone()
+    };
+    let ctx = context(&options).await?;
+    let strategy = match args.strategy {
+        PlotStrategy::Uniform => plot::Strategy::Uniform,
+        PlotStrategy::Quantile => plot::Strategy::Quantile,
+    };
+    let panels = plot::reliability_panels(&ctx, &sql, args.bins, strategy).await?;
+    plot::write_reliability_svg(&args.output, &panels, args.title.as_deref(), strategy)?;
+    if !args.quiet {
+        let _ = writeln!(
+            io::stderr(),
+            "Wrote {} ({} panel{}, {} bins): {}",
+            args.output.display(),
+            panels.len(),
+            if panels.len() == 1 { "" } else { "s" },
+            args.bins,
+            panels
+                .iter()
+                .map(|p| match &p.series {
+                    Some(series) => format!("{series} ECE {:.4}", p.ece),
+                    None => format!("ECE {:.4}", p.ece),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A session as `calibsql` builds it, with `options.tables` registered.
+pub async fn context(options: &Options) -> anyhow::Result<SessionContext> {
+    let ctx = super::session::build_context(options)?;
+    for table in &options.tables {
+        calibsql::tables::register_table(&ctx, &table.name, &table.location, options.table_format)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("--table {}={}: {}", table.name, table.location, e.message())
+            })?;
+    }
+    Ok(ctx)
+}

@@ -1,0 +1,99 @@
+//! Every `.sql` file in `sql/` runs, the way its header says, on data from `calibsql generate`:
+//! reports with `calibsql -f`, diagram queries (`reliability_*.sql`) with
+//! `calibsql plot reliability -f`.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+fn calibsql(dir: &Path) -> Command {
+    let mut command = assert_cmd::cargo::cargo_bin_cmd!("calibsql");
+    command.current_dir(dir).env("HOME", dir);
+    command
+}
+
+fn sql_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_sql_file_runs_on_generated_data() {
+    let dir = TempDir::new().unwrap();
+    calibsql(dir.path())
+        .args([
+            "generate", "--rows", "20000", "--out", "data", "--seed", "3",
+        ])
+        .assert()
+        .success()
+        .stdout("");
+    let tables = ["--table", "valid=data/valid", "--table", "test=data/test"];
+    let files = sql_files();
+    assert!(files.len() >= 3, "{files:?}");
+    for file in files {
+        let name = file.file_name().unwrap().to_str().unwrap().to_string();
+        let text = std::fs::read_to_string(&file).unwrap();
+        // The header says how to run the file.
+        let header: String = text
+            .lines()
+            .take_while(|line| line.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            header.contains(&format!("-f sql/{name}"))
+                && header.contains("--table valid=")
+                && header.contains("--table test="),
+            "{name}: the header must show the command that runs it:\n{header}"
+        );
+        if name.starts_with("reliability_") {
+            let svg = dir.path().join(name.replace(".sql", ".svg"));
+            let output = calibsql(dir.path())
+                .args(["plot", "reliability"])
+                .args(tables)
+                .arg("-f")
+                .arg(&file)
+                .arg("-o")
+                .arg(&svg)
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let drawing = std::fs::read_to_string(&svg).unwrap();
+            assert!(
+                drawing.starts_with("<svg") && drawing.contains("ECE"),
+                "{name}"
+            );
+        } else {
+            let output = calibsql(dir.path())
+                .args(tables)
+                .args(["--format", "csv", "-f"])
+                .arg(&file)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            // A header line and at least two method rows, every number finite.
+            let lines: Vec<&str> = stdout.lines().collect();
+            assert!(lines.len() >= 3, "{name}: {stdout}");
+            assert!(lines[0].starts_with("method,"), "{name}: {stdout}");
+            assert!(
+                !stdout.contains("NaN") && !stdout.contains("inf"),
+                "{name}: {stdout}"
+            );
+        }
+    }
+}
