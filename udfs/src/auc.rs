@@ -11,11 +11,11 @@ use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{f64_list_type, Arg, CallShape};
-use crate::kernel::{Groups, Kernel, Single};
+use crate::kernel::{kernel_udaf_common, Kernel};
 use crate::values::{sort_rows, Row, ValueStore};
 
 const SHAPE: CallShape = CallShape {
@@ -63,36 +63,26 @@ impl Auc {
         }
     }
 
-    fn kernel(&self, args: &AccumulatorArgs) -> AucKernel {
-        AucKernel(ValueStore::new(
+    fn shape(&self) -> CallShape {
+        SHAPE
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<AucKernel> {
+        Ok(AucKernel(ValueStore::new(
             "auc",
             0,
             1,
             (args.exprs.len() > 2).then_some(2),
-        ))
+        )))
     }
 }
 
 impl AggregateUDFImpl for Auc {
-    fn name(&self) -> &str {
-        "auc"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        SHAPE.coerce_lenient(arg_types)
-    }
+    kernel_udaf_common!();
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         SHAPE.coerce(arg_types)?;
         Ok(DataType::Float64)
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args))))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -106,17 +96,6 @@ impl AggregateUDFImpl for Auc {
                 ))
             })
             .collect())
-    }
-
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args))))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -16,16 +16,14 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::{internal_err, plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{
-    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
 use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
     fixed_lists, for_each_row, list_parts, literal, n_bins, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{Groups, Kernel, Single};
+use crate::kernel::{kernel_udaf_common, Kernel};
 use crate::values::{sort_rows, ValueStore};
 
 /// Default number of bins, as in Kweon et al. and Guo et al.
@@ -236,17 +234,7 @@ fn reliability_item() -> FieldRef {
 }
 
 impl AggregateUDFImpl for Binned {
-    fn name(&self) -> &str {
-        self.name_str()
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.shape().coerce_lenient(arg_types)
-    }
+    kernel_udaf_common!();
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.shape().coerce(arg_types)?;
@@ -254,10 +242,6 @@ impl AggregateUDFImpl for Binned {
             BinnedKind::Ece | BinnedKind::Mce => DataType::Float64,
             BinnedKind::Reliability => DataType::List(reliability_item()),
         })
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args)?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -280,17 +264,6 @@ impl AggregateUDFImpl for Binned {
             ))
         })
         .collect())
-    }
-
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args)?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

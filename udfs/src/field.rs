@@ -17,9 +17,7 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_common::{internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{
-    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 use hashbrown::HashMap;
 
@@ -27,7 +25,7 @@ use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
     for_each_row, list_parts, literal_checked, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{Groups, Kernel, Single};
+use crate::kernel::{kernel_udaf_common, Kernel};
 
 /// Default smoothing of the RCE denominator [Pan et al.].
 pub const DEFAULT_RCE_EPS: f64 = 0.01;
@@ -150,25 +148,11 @@ impl FieldMetric {
 }
 
 impl AggregateUDFImpl for FieldMetric {
-    fn name(&self) -> &str {
-        self.shape().name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.shape().coerce_lenient(arg_types)
-    }
+    kernel_udaf_common!();
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.shape().coerce(arg_types)?;
         Ok(DataType::Float64)
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args)?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -191,17 +175,6 @@ impl AggregateUDFImpl for FieldMetric {
                 true,
             )),
         ])
-    }
-
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args)?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -33,9 +33,7 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
 use datafusion_common::{exec_err, internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{
-    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 use hashbrown::HashMap;
 
@@ -43,7 +41,7 @@ use crate::common::{
     check_propensity, check_y, f64_list_type, f64s, for_each_row, list_parts, literal_checked,
     n_bins, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{Groups, Kernel, Single};
+use crate::kernel::{kernel_udaf_common, Kernel};
 use crate::model::Model;
 use crate::optim::{minimise, objective, Node};
 
@@ -301,25 +299,11 @@ impl Fit {
 }
 
 impl AggregateUDFImpl for Fit {
-    fn name(&self) -> &str {
-        self.method.function_name()
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.shape().coerce_lenient(arg_types)
-    }
+    kernel_udaf_common!();
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.shape().coerce(arg_types)?;
         Ok(crate::model::model_type())
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args)?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -342,17 +326,6 @@ impl AggregateUDFImpl for Fit {
             f("td", f64_list_type()),
             f("td2", f64_list_type()),
         ])
-    }
-
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args)?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -57,6 +57,51 @@ fn labels_as_f64(values: &[ArrayRef]) -> Result<Cow<'_, [ArrayRef]>> {
     }
 }
 
+/// The `AggregateUDFImpl` methods every kernel-backed aggregate shares: name and signature
+/// from its call shape, lenient coercion (the real check is in `return_type`), and both
+/// accumulator faces built from `self.kernel(&args)`. The implementing struct provides
+/// `shape()`, a `signature` field and `kernel()`.
+macro_rules! kernel_udaf_common {
+    () => {
+        fn name(&self) -> &str {
+            self.shape().name
+        }
+
+        fn signature(&self) -> &datafusion_expr::Signature {
+            &self.signature
+        }
+
+        fn coerce_types(
+            &self,
+            arg_types: &[arrow::datatypes::DataType],
+        ) -> datafusion_common::Result<Vec<arrow::datatypes::DataType>> {
+            self.shape().coerce_lenient(arg_types)
+        }
+
+        fn accumulator(
+            &self,
+            args: datafusion_expr::function::AccumulatorArgs,
+        ) -> datafusion_common::Result<Box<dyn datafusion_expr::Accumulator>> {
+            Ok(Box::new($crate::kernel::Single::new(self.kernel(&args)?)))
+        }
+
+        fn groups_accumulator_supported(
+            &self,
+            _args: datafusion_expr::function::AccumulatorArgs,
+        ) -> bool {
+            true
+        }
+
+        fn create_groups_accumulator(
+            &self,
+            args: datafusion_expr::function::AccumulatorArgs,
+        ) -> datafusion_common::Result<Box<dyn datafusion_expr::GroupsAccumulator>> {
+            Ok(Box::new($crate::kernel::Groups(self.kernel(&args)?)))
+        }
+    };
+}
+pub(crate) use kernel_udaf_common;
+
 /// A kernel as a [`GroupsAccumulator`].
 #[derive(Debug)]
 pub(crate) struct Groups<K>(pub K);

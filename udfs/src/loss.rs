@@ -11,16 +11,14 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{
-    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
 use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{Groups, Kernel, Single};
+use crate::kernel::{kernel_udaf_common, Kernel};
 
 /// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
 pub const DEFAULT_EPS: f64 = f64::EPSILON;
@@ -183,25 +181,11 @@ impl MeanLoss {
 }
 
 impl AggregateUDFImpl for MeanLoss {
-    fn name(&self) -> &str {
-        self.shape().name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.shape().coerce_lenient(arg_types)
-    }
+    kernel_udaf_common!();
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.shape().coerce(arg_types)?;
         Ok(DataType::Float64)
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args)?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -217,17 +201,6 @@ impl AggregateUDFImpl for MeanLoss {
                 true,
             )),
         ])
-    }
-
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args)?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
