@@ -72,6 +72,8 @@ fn floats(batches: &[RecordBatch]) -> Vec<Vec<Option<f64>>> {
     cols
 }
 
+/// Equal up to summation order: 1e-12 relative, plus 1e-12 absolute for means of terms of
+/// both signs (an IPS loss can cancel to near zero).
 fn assert_same(a: &[Vec<Option<f64>>], b: &[Vec<Option<f64>>], what: &str) {
     assert_eq!(a.len(), b.len());
     for (ca, cb) in a.iter().zip(b) {
@@ -79,7 +81,7 @@ fn assert_same(a: &[Vec<Option<f64>>], b: &[Vec<Option<f64>>], what: &str) {
         for (x, y) in ca.iter().zip(cb) {
             match (x, y) {
                 (Some(x), Some(y)) => assert!(
-                    (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                    (x - y).abs() <= 1e-12 * x.abs().max(y.abs()) + 1e-12,
                     "{what}: {x} vs {y}"
                 ),
                 (None, None) => {}

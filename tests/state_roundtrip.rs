@@ -261,7 +261,9 @@ fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
             }
             s.columns()
                 .iter()
-                .flat_map(|c| match c.data_type() {
+                .zip(s.fields())
+                .filter(|(_, f)| f.name() != "iterations")
+                .flat_map(|(c, _)| match c.data_type() {
                     DataType::Utf8 => vec![],
                     DataType::List(_) => {
                         let l = c.as_list::<i32>();
@@ -310,14 +312,24 @@ fn converged(v: &ScalarValue) -> bool {
     }
 }
 
+/// Equal up to summation order. Metrics: 1e-12 relative, plus 1e-12 absolute because an
+/// IPS loss can be a near-zero mean of O(1) terms of both signs (cancellation). Models: the
+/// Newton iteration stops once the loss is within 1e-14 of its optimum, so a different
+/// summation order can stop one step apart; parameters then agree to ~1e-7 (checked at 1e-6)
+/// and the iteration count may differ (not compared).
 fn assert_close(what: &str, a: &ScalarValue, b: &ScalarValue) {
+    let (rel, abs) = if matches!(a, ScalarValue::Struct(_)) {
+        (1e-6, 1e-9)
+    } else {
+        (1e-12, 1e-12)
+    };
     let (la, lb) = (leaves(a), leaves(b));
     assert_eq!(la.len(), lb.len(), "{what}: {a:?} vs {b:?}");
     for (x, y) in la.iter().zip(&lb) {
         match (x, y) {
             (None, None) => {}
             (Some(x), Some(y)) => assert!(
-                x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                x == y || (x - y).abs() <= rel * x.abs().max(y.abs()) + abs,
                 "{what}: {x} vs {y}"
             ),
             _ => panic!("{what}: {a:?} vs {b:?}"),
