@@ -188,26 +188,23 @@ impl AggregateUDFImpl for FieldMetric {
 /// Σw, Σw·y, Σw·(y − p) of one field value.
 type FieldStats = [f64; 3];
 
-/// A field value as a hash key: integers as themselves (the fast path: no row encoding, an
-/// integer hash), any other type as its arrow row encoding. Both serialise to bytes in the
-/// partial state (integers as 8 little-endian bytes, NULL as no bytes).
+/// A field value as a hash key: integers as themselves (the fast path: no row encoding, one
+/// 8-byte hash), any other type as its arrow row encoding (which encodes NULL itself). Keys
+/// serialise to bytes in the partial state: integers as 8 little-endian bytes, NULL as none.
 trait FieldKey: Hash + Eq + Clone + std::fmt::Debug + Send + Sync + 'static {
     fn to_bytes(&self) -> Vec<u8>;
     fn from_bytes(b: &[u8]) -> Result<Self>;
     fn heap_bytes(&self) -> usize;
 }
 
-impl FieldKey for Option<i64> {
+impl FieldKey for i64 {
     fn to_bytes(&self) -> Vec<u8> {
-        self.map_or(vec![], |v| v.to_le_bytes().to_vec())
+        self.to_le_bytes().to_vec()
     }
     fn from_bytes(b: &[u8]) -> Result<Self> {
-        match b.len() {
-            0 => Ok(None),
-            _ => match <[u8; 8]>::try_from(b) {
-                Ok(a) => Ok(Some(i64::from_le_bytes(a))),
-                Err(_) => internal_err!("field key of {} bytes in an integer field state", b.len()),
-            },
+        match <[u8; 8]>::try_from(b) {
+            Ok(a) => Ok(i64::from_le_bytes(a)),
+            Err(_) => internal_err!("field key of {} bytes in an integer field state", b.len()),
         }
     }
     fn heap_bytes(&self) -> usize {
@@ -227,11 +224,13 @@ impl FieldKey for Box<[u8]> {
     }
 }
 
-/// The field values seen in one group and their sums.
+/// The field values seen in one group and their sums. `keys[i]` is the key of `stats[i]`,
+/// `None` for the NULL field value (integer fields keep NULL out of the hash map).
 #[derive(Debug)]
 struct FieldMap<K> {
     index: HashMap<K, usize>,
-    keys: Vec<K>,
+    null: Option<usize>,
+    keys: Vec<Option<K>>,
     stats: Vec<FieldStats>,
 }
 
@@ -239,16 +238,27 @@ impl<K> Default for FieldMap<K> {
     fn default() -> Self {
         Self {
             index: HashMap::default(),
+            null: None,
             keys: vec![],
             stats: vec![],
         }
     }
 }
 
+#[inline]
+fn add_stats(e: &mut FieldStats, s: FieldStats) {
+    e[0] += s[0];
+    e[1] += s[1];
+    e[2] += s[2];
+}
+
 impl<K: FieldKey> FieldMap<K> {
     /// Bytes one entry costs, roughly (map slot, key vector slot, stats, key heap bytes).
-    fn entry_bytes(key: &K) -> usize {
-        2 * size_of::<K>() + size_of::<usize>() + size_of::<FieldStats>() + key.heap_bytes()
+    fn entry_bytes(key: &Option<K>) -> usize {
+        2 * size_of::<Option<K>>()
+            + size_of::<usize>()
+            + size_of::<FieldStats>()
+            + key.as_ref().map_or(0, K::heap_bytes)
     }
 
     /// Adds `s` to the entry of `key`; returns the bytes a new entry cost.
@@ -260,21 +270,36 @@ impl<K: FieldKey> FieldMap<K> {
     {
         match self.index.get(key) {
             Some(&i) => {
-                let e = &mut self.stats[i];
-                e[0] += s[0];
-                e[1] += s[1];
-                e[2] += s[2];
+                add_stats(&mut self.stats[i], s);
                 0
             }
             None => {
                 let k = own(key);
-                let cost = Self::entry_bytes(&k);
                 self.index.insert(k.clone(), self.stats.len());
-                self.keys.push(k);
-                self.stats.push(s);
-                cost
+                self.push(Some(k), s)
             }
         }
+    }
+
+    /// Adds `s` to the NULL field value's entry; returns the bytes a new entry cost.
+    fn add_null(&mut self, s: FieldStats) -> usize {
+        match self.null {
+            Some(i) => {
+                add_stats(&mut self.stats[i], s);
+                0
+            }
+            None => {
+                self.null = Some(self.stats.len());
+                self.push(None, s)
+            }
+        }
+    }
+
+    fn push(&mut self, key: Option<K>, s: FieldStats) -> usize {
+        let cost = Self::entry_bytes(&key);
+        self.keys.push(key);
+        self.stats.push(s);
+        cost
     }
 
     fn bytes(&self) -> usize {
@@ -285,7 +310,7 @@ impl<K: FieldKey> FieldMap<K> {
 /// Per-group maps, keyed the fast way for integer fields.
 #[derive(Debug)]
 enum Maps {
-    Int(Vec<FieldMap<Option<i64>>>),
+    Int(Vec<FieldMap<i64>>),
     Rows(Vec<FieldMap<Box<[u8]>>>, RowConverter),
 }
 
@@ -366,7 +391,12 @@ impl FieldKernel {
     fn group_keys(&self, range: Range<usize>) -> Vec<Vec<Vec<u8>>> {
         fn keys<K: FieldKey>(m: &[FieldMap<K>]) -> Vec<Vec<Vec<u8>>> {
             m.iter()
-                .map(|g| g.keys.iter().map(FieldKey::to_bytes).collect())
+                .map(|g| {
+                    g.keys
+                        .iter()
+                        .map(|k| k.as_ref().map_or(vec![], FieldKey::to_bytes))
+                        .collect()
+                })
                 .collect()
         }
         match &self.maps {
@@ -444,11 +474,12 @@ impl Kernel for FieldKernel {
                 let f = f.as_primitive::<Int64Type>();
                 let (vals, nulls) = (f.values(), f.nulls());
                 for_each_row(p.len(), &mask, |i| {
-                    let key = match nulls {
-                        Some(n) if n.is_null(i) => None,
-                        _ => Some(vals[i]),
+                    let stats = row_stats(i)?;
+                    let map = &mut maps[group(i)];
+                    *bytes += match nulls {
+                        Some(n) if n.is_null(i) => map.add_null(stats),
+                        _ => map.add(&vals[i], stats, |k| *k),
                     };
-                    *bytes += maps[group(i)].add(&key, row_stats(i)?, |k| *k);
                     Ok(())
                 })
             }
@@ -480,7 +511,8 @@ impl Kernel for FieldKernel {
                 let s = [parts[0].1[j], parts[1].1[j], parts[2].1[j]];
                 let k = keys.value(j);
                 self.bytes += match &mut self.maps {
-                    Maps::Int(m) => m[g].add(&Option::<i64>::from_bytes(k)?, s, |k| *k),
+                    Maps::Int(m) if k.is_empty() => m[g].add_null(s),
+                    Maps::Int(m) => m[g].add(&i64::from_bytes(k)?, s, |k| *k),
                     Maps::Rows(m, _) => m[g].add(k, s, |k| Box::<[u8]>::from(k)),
                 };
             }
@@ -532,7 +564,7 @@ impl Kernel for FieldKernel {
 
     fn size(&self) -> usize {
         let per_group = match &self.maps {
-            Maps::Int(m) => m.capacity() * size_of::<FieldMap<Option<i64>>>(),
+            Maps::Int(m) => m.capacity() * size_of::<FieldMap<i64>>(),
             Maps::Rows(m, c) => m.capacity() * size_of::<FieldMap<Box<[u8]>>>() + c.size(),
         };
         self.bytes + per_group
