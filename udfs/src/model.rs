@@ -163,8 +163,20 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
             ),
         }
     };
-    let clamp =
-        |s: f64| -> Result<f64> { Ok(s.clamp(num("s_min", m.s_min)?, num("s_max", m.s_max)?)) };
+    // A model read back from a file may have been edited: check the range before clamping
+    // (f64::clamp panics on NaN or reversed bounds).
+    let range = || -> Result<(f64, f64)> {
+        let (lo, hi) = (num("s_min", m.s_min)?, num("s_max", m.s_max)?);
+        if lo <= hi {
+            Ok((lo, hi))
+        } else {
+            exec_err!("calibrate: argument model has an empty range: s_min {lo}, s_max {hi}")
+        }
+    };
+    let clamp = |s: f64| -> Result<f64> {
+        let (lo, hi) = range()?;
+        Ok(s.clamp(lo, hi))
+    };
     Ok(match m.method(row) {
         "platt" => sigmoid(num("b", m.b)? * s + num("c", m.c)?),
         "gaussian" => {
@@ -177,11 +189,11 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
         }
         "isotonic" => {
             let (x, y) = m.knots(row)?;
-            interp(s, x, y)
+            interp(s, x, y)?
         }
         "histogram" => {
             let (_, y) = m.knots(row)?;
-            let (lo, hi) = (num("s_min", m.s_min)?, num("s_max", m.s_max)?);
+            let (lo, hi) = range()?;
             let bins = y.len();
             let k = if hi > lo {
                 (((s.clamp(lo, hi) - lo) / (hi - lo) * bins as f64).floor() as usize).min(bins - 1)
@@ -198,21 +210,26 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
     })
 }
 
-/// `numpy.interp`: linear between knots, the end values outside.
-fn interp(s: f64, x: &[f64], y: &[f64]) -> f64 {
+/// `numpy.interp`: linear between knots, the end values outside. Knots from `fit_isotonic`
+/// are increasing; the segment used is checked, so an edited model with unordered knots is
+/// an error rather than a wrong number.
+fn interp(s: f64, x: &[f64], y: &[f64]) -> Result<f64> {
     let n = x.len();
     if s <= x[0] {
-        return y[0];
+        return Ok(y[0]);
     }
     if s >= x[n - 1] {
-        return y[n - 1];
+        return Ok(y[n - 1]);
     }
-    let j = x.partition_point(|&v| v <= s); // x[j-1] <= s < x[j]
+    let j = x.partition_point(|&v| v <= s).clamp(1, n - 1); // x[j-1] <= s < x[j]
     let (x0, x1, y0, y1) = (x[j - 1], x[j], y[j - 1], y[j]);
-    if s == x0 {
-        return y0;
+    if !(x0 <= s && s < x1) {
+        return exec_err!("calibrate: argument model has knots_x that are not increasing");
     }
-    y0 + (s - x0) * (y1 - y0) / (x1 - x0)
+    if s == x0 {
+        return Ok(y0);
+    }
+    Ok(y0 + (s - x0) * (y1 - y0) / (x1 - x0))
 }
 
 /// Typed views of the columns of a model struct array.
@@ -226,6 +243,8 @@ pub struct ModelRef<'a> {
     s_max: Option<&'a Float64Array>,
     knots_x: Option<&'a ListArray>,
     knots_y: Option<&'a ListArray>,
+    /// The `knots_x` slice last checked to be increasing (a constant model is checked once).
+    checked: std::cell::Cell<Option<(*const f64, usize)>>,
 }
 
 impl<'a> ModelRef<'a> {
@@ -250,6 +269,12 @@ impl<'a> ModelRef<'a> {
         );
         if y.is_empty() || (self.method(row) == "isotonic" && x.len() != y.len()) {
             return exec_err!("calibrate: argument model has malformed knots");
+        }
+        if self.method(row) == "isotonic" && self.checked.get() != Some((x.as_ptr(), x.len())) {
+            if !x.windows(2).all(|w| w[0] < w[1]) {
+                return exec_err!("calibrate: argument model has knots_x that are not increasing");
+            }
+            self.checked.set(Some((x.as_ptr(), x.len())));
         }
         Ok((x, y))
     }
@@ -277,6 +302,7 @@ impl<'a> ModelRef<'a> {
             s_max: f("s_max"),
             knots_x: l("knots_x"),
             knots_y: l("knots_y"),
+            checked: std::cell::Cell::new(None),
         })
     }
 }
