@@ -70,6 +70,11 @@ async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
         );
         let a = one(&single, &sql).await;
         let (reported, exact) = (a[0].unwrap(), a[1].unwrap());
+        // `cargo test --test fit_grid -- --nocapture` prints the grid's measured error.
+        eprintln!(
+            "{fit} ips={ips}: relative deviation {:.2e}",
+            (reported - exact).abs() / exact.abs()
+        );
         assert!(
             (reported - exact).abs() <= 1e-6 * exact.abs(),
             "{fit} ips={ips}: reported loss {reported}, exact objective {exact}"
@@ -83,6 +88,53 @@ async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
                 ),
                 (None, None) => {}
                 _ => panic!("{fit}: {a:?} vs {b:?}"),
+            }
+        }
+    }
+}
+
+/// A fit without `GROUP BY` over rows with no NULLs takes a whole-batch path (bulk checks, then
+/// a chunked loop over the grid); a `GROUP BY` with several groups, or a NULL in the batch,
+/// takes the per-row path. Both add the same rows to the same cells in the same order, so
+/// the models must be identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_batch_and_per_row_paths_give_the_same_model() {
+    let ctx = calibsql::new_context_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.sql(&format!("CREATE TABLE d AS SELECT * FROM {DATA}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    ctx.sql(
+        "CREATE TABLE d2 AS SELECT s, y, q, 1 AS g FROM d
+         UNION ALL SELECT s, y, q, 2 AS g FROM d
+         UNION ALL SELECT NULL, 1, 0.5, 3 AS g",
+    )
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
+    for fit in ["fit_platt", "fit_gaussian_calib", "fit_gamma_calib"] {
+        for args in ["s, y", "s, y, q"] {
+            let model = |sql: String| {
+                let ctx = &ctx;
+                async move {
+                    let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+                    let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), &b).unwrap();
+                    datafusion::arrow::util::display::array_value_to_string(b.column(0), 0).unwrap()
+                }
+            };
+            let whole = model(format!("SELECT {fit}({args}) FROM d")).await;
+            for sql in [
+                format!("SELECT {fit}({args}) FROM d2 WHERE g = 1 GROUP BY g"),
+                format!(
+                    "SELECT m FROM (SELECT g, {fit}({args}) AS m FROM d2 GROUP BY g) WHERE g = 2"
+                ),
+                format!("SELECT {fit}({args}) FROM d2 WHERE g <> 2"),
+            ] {
+                assert_eq!(model(sql.clone()).await, whole, "{sql}");
             }
         }
     }
