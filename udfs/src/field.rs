@@ -454,11 +454,54 @@ impl Kernel for FieldKernel {
             && w.is_none_or(|w| all_weights(w));
         let one_group = self.num_groups() == 1;
         let group = |i: usize| if one_group { 0 } else { groups[i] };
-        let row_stats = |i: usize| -> Result<FieldStats> {
-            if checked {
+        let bytes = &mut self.bytes;
+        if checked {
+            // The hot path: plain loops, no per-row checks or `Result`s, so that the stats
+            // and the map probe inline into one loop body.
+            let stats = |i: usize| -> FieldStats {
                 let wi = w.map_or(1.0, |w| w[i]);
-                return Ok([wi, wi * y[i], wi * (y[i] - p[i])]);
+                [wi, wi * y[i], wi * (y[i] - p[i])]
+            };
+            match &mut self.maps {
+                Maps::Int(maps) => {
+                    let f = cast(&values[2], &DataType::Int64)?;
+                    let f = f.as_primitive::<Int64Type>();
+                    let vals = f.values();
+                    match f.nulls().filter(|n| n.null_count() > 0) {
+                        None if one_group => {
+                            let map = &mut maps[0];
+                            for (i, k) in vals.iter().enumerate() {
+                                *bytes += map.add(k, stats(i), |k| *k);
+                            }
+                        }
+                        None => {
+                            for (i, k) in vals.iter().enumerate() {
+                                *bytes += maps[groups[i]].add(k, stats(i), |k| *k);
+                            }
+                        }
+                        Some(nulls) => {
+                            for (i, k) in vals.iter().enumerate() {
+                                let map = &mut maps[group(i)];
+                                *bytes += if nulls.is_null(i) {
+                                    map.add_null(stats(i))
+                                } else {
+                                    map.add(k, stats(i), |k| *k)
+                                };
+                            }
+                        }
+                    }
+                }
+                Maps::Rows(maps, converter) => {
+                    let keys = converter.convert_columns(&[Arc::clone(&values[2])])?;
+                    for (i, key) in keys.iter().enumerate() {
+                        *bytes +=
+                            maps[group(i)].add(key.as_ref(), stats(i), |k| Box::<[u8]>::from(k));
+                    }
+                }
             }
+            return Ok(());
+        }
+        let row_stats = |i: usize| -> Result<FieldStats> {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
             let wi = match w {
@@ -467,7 +510,6 @@ impl Kernel for FieldKernel {
             };
             Ok([wi, wi * yi, wi * (yi - pi)])
         };
-        let bytes = &mut self.bytes;
         match &mut self.maps {
             Maps::Int(maps) => {
                 let f = cast(&values[2], &DataType::Int64)?;
