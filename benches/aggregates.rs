@@ -1,5 +1,6 @@
 //! Criterion benches of the hot aggregates on 8,192-row batches, with and without NULLs,
-//! through the row accumulator (no GROUP BY) and the grouped accumulator (1,000 groups).
+//! through the row accumulator (no GROUP BY) and the grouped accumulator (1,000 groups), and
+//! the fits' hot loop on their grid (`fit_gaussian_calib/grid_update_8192_rows`).
 //! `cargo bench --bench aggregates`
 
 use std::sync::Arc;
