@@ -331,6 +331,59 @@ struct FieldKernel {
 }
 
 impl FieldKernel {
+    /// Adds the (checked) rows `rows` to their groups' maps. Plain loops per key kind, with
+    /// the common cases (one group, no NULL keys) apart, so that the stats and the map probe
+    /// inline into one loop body.
+    fn add_rows(
+        &mut self,
+        key_col: &ArrayRef,
+        groups: &[usize],
+        rows: impl Iterator<Item = usize>,
+        stats: impl Fn(usize) -> FieldStats,
+    ) -> Result<()> {
+        let one_group = self.num_groups() == 1;
+        let group = |i: usize| if one_group { 0 } else { groups[i] };
+        let bytes = &mut self.bytes;
+        match &mut self.maps {
+            Maps::Int(maps) => {
+                let f = cast(key_col, &DataType::Int64)?;
+                let f = f.as_primitive::<Int64Type>();
+                let vals = f.values();
+                match f.nulls().filter(|n| n.null_count() > 0) {
+                    None if one_group => {
+                        let map = &mut maps[0];
+                        for i in rows {
+                            *bytes += map.add(&vals[i], stats(i), |k| *k);
+                        }
+                    }
+                    None => {
+                        for i in rows {
+                            *bytes += maps[groups[i]].add(&vals[i], stats(i), |k| *k);
+                        }
+                    }
+                    Some(nulls) => {
+                        for i in rows {
+                            let map = &mut maps[group(i)];
+                            *bytes += if nulls.is_null(i) {
+                                map.add_null(stats(i))
+                            } else {
+                                map.add(&vals[i], stats(i), |k| *k)
+                            };
+                        }
+                    }
+                }
+            }
+            Maps::Rows(maps, converter) => {
+                let keys = converter.convert_columns(&[Arc::clone(key_col)])?;
+                for i in rows {
+                    *bytes += maps[group(i)]
+                        .add(keys.row(i).as_ref(), stats(i), |k| Box::<[u8]>::from(k));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn new(
         func: &'static str,
         kind: FieldKind,
@@ -452,88 +505,24 @@ impl Kernel for FieldKernel {
             && all_probabilities(p)
             && all_labels(y)
             && w.is_none_or(|w| all_weights(w));
-        let one_group = self.num_groups() == 1;
-        let group = |i: usize| if one_group { 0 } else { groups[i] };
-        let bytes = &mut self.bytes;
-        if checked {
-            // The hot path: plain loops, no per-row checks or `Result`s, so that the stats
-            // and the map probe inline into one loop body.
-            let stats = |i: usize| -> FieldStats {
-                let wi = w.map_or(1.0, |w| w[i]);
-                [wi, wi * y[i], wi * (y[i] - p[i])]
-            };
-            match &mut self.maps {
-                Maps::Int(maps) => {
-                    let f = cast(&values[2], &DataType::Int64)?;
-                    let f = f.as_primitive::<Int64Type>();
-                    let vals = f.values();
-                    match f.nulls().filter(|n| n.null_count() > 0) {
-                        None if one_group => {
-                            let map = &mut maps[0];
-                            for (i, k) in vals.iter().enumerate() {
-                                *bytes += map.add(k, stats(i), |k| *k);
-                            }
-                        }
-                        None => {
-                            for (i, k) in vals.iter().enumerate() {
-                                *bytes += maps[groups[i]].add(k, stats(i), |k| *k);
-                            }
-                        }
-                        Some(nulls) => {
-                            for (i, k) in vals.iter().enumerate() {
-                                let map = &mut maps[group(i)];
-                                *bytes += if nulls.is_null(i) {
-                                    map.add_null(stats(i))
-                                } else {
-                                    map.add(k, stats(i), |k| *k)
-                                };
-                            }
-                        }
-                    }
+        if !checked {
+            // Report the first bad usable row before adding any.
+            for_each_row(p.len(), &mask, |i| {
+                check_p(func, "p", p[i])?;
+                check_y(func, y[i])?;
+                if let Some(w) = w {
+                    check_w(func, w[i])?;
                 }
-                Maps::Rows(maps, converter) => {
-                    let keys = converter.convert_columns(&[Arc::clone(&values[2])])?;
-                    for (i, key) in keys.iter().enumerate() {
-                        *bytes +=
-                            maps[group(i)].add(key.as_ref(), stats(i), |k| Box::<[u8]>::from(k));
-                    }
-                }
-            }
-            return Ok(());
+                Ok(())
+            })?;
         }
-        let row_stats = |i: usize| -> Result<FieldStats> {
-            let pi = check_p(func, "p", p[i])?;
-            let yi = check_y(func, y[i])?;
-            let wi = match w {
-                Some(w) => check_w(func, w[i])?,
-                None => 1.0,
-            };
-            Ok([wi, wi * yi, wi * (yi - pi)])
+        let stats = |i: usize| -> FieldStats {
+            let wi = w.map_or(1.0, |w| w[i]);
+            [wi, wi * y[i], wi * (y[i] - p[i])]
         };
-        match &mut self.maps {
-            Maps::Int(maps) => {
-                let f = cast(&values[2], &DataType::Int64)?;
-                let f = f.as_primitive::<Int64Type>();
-                let (vals, nulls) = (f.values(), f.nulls());
-                for_each_row(p.len(), &mask, |i| {
-                    let stats = row_stats(i)?;
-                    let map = &mut maps[group(i)];
-                    *bytes += match nulls {
-                        Some(n) if n.is_null(i) => map.add_null(stats),
-                        _ => map.add(&vals[i], stats, |k| *k),
-                    };
-                    Ok(())
-                })
-            }
-            Maps::Rows(maps, converter) => {
-                let keys = converter.convert_columns(&[Arc::clone(&values[2])])?;
-                for_each_row(p.len(), &mask, |i| {
-                    *bytes += maps[group(i)].add(keys.row(i).as_ref(), row_stats(i)?, |k| {
-                        Box::<[u8]>::from(k)
-                    });
-                    Ok(())
-                })
-            }
+        match &mask {
+            None => self.add_rows(&values[2], groups, 0..p.len(), stats),
+            Some(m) => self.add_rows(&values[2], groups, m.set_indices(), stats),
         }
     }
 

@@ -512,19 +512,7 @@ impl Grid {
     /// was bound by cache misses.
     fn add_rows(&mut self, s: &[f64], t: &[f64]) {
         for (&si, &ti) in s.iter().zip(t) {
-            let (id, idx, lo) = cell_pos(si);
-            let mut b = self.block_of[id as usize] as usize;
-            if b == 0 {
-                b = self.new_block(id);
-            }
-            let d = si - lo;
-            let c = &mut self.cells[(b - 1) * BLOCK + idx];
-            c.n += 1.0;
-            c.t += ti;
-            c.nd += d;
-            c.nd2 += d * d;
-            c.td += ti * d;
-            c.td2 += ti * d * d;
+            self.add(si, 1.0, ti);
         }
     }
 
