@@ -20,11 +20,11 @@
 //! for Platt and Gaussian) and leaves an error of order max|softplus‴|·(f′·width)³ per row in
 //! the softplus term (measured: at most 2e-12 relative on 100,000 distinct logits,
 //! `tests/fit_grid.rs`; 1024 cells per power of two gave 1e-14 but put the cells out of the
-//! L2 cache and made the 20M-row fit about 15% slower). The grid is fixed, so merging states is exact and
-//! the result does not depend on partitioning. Cells live in blocks of 256 (12 KiB) allocated
-//! when first touched and found by direct indexing, so memory is bounded by the powers of
-//! two the data spans, not by rows: scores in [−20, 20] touch at most 43 blocks, about
-//! 0.5 MiB per group. Isotonic and histogram fits in
+//! L2 cache and made the 20M-row fit about 15% slower). The grid is fixed, so merging states
+//! is exact and the result does not depend on partitioning. Cells live in blocks of 256
+//! (12 KiB) allocated when first touched and found by direct indexing, so memory is bounded
+//! by the powers of two the data spans, not by rows: scores in [−20, 20] touch at most 43
+//! blocks, about 0.5 MiB per group. Isotonic and histogram fits in
 //! grid mode use each cell's mean score.
 
 use std::ops::Range;
