@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, Float64Array, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, Float64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
 use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::physical_expr::expressions::col;
@@ -140,53 +140,109 @@ async fn whole_batch_and_per_row_paths_give_the_same_model() {
     }
 }
 
-#[test]
-fn fit_state_memory_stops_growing_with_rows() {
+/// A row accumulator of `fit` over Float64 columns `cols` (as the planner would build it).
+fn accumulator(fit: &str, cols: &[&str]) -> Box<dyn datafusion::logical_expr::Accumulator> {
     let udaf = calibsql::udfs::all_aggregate_functions()
         .into_iter()
-        .find(|f| f.name() == "fit_gaussian_calib")
+        .find(|f| f.name() == fit)
         .unwrap();
-    let batch = |start: usize, n: usize| {
-        // Scores in [1, 2): at most 4096 grid cells.
+    let fields: Vec<_> = cols
+        .iter()
+        .map(|c| Arc::new(Field::new(*c, DataType::Float64, true)))
+        .collect();
+    let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields.clone()));
+    let exprs: Vec<_> = cols.iter().map(|c| col(c, &schema).unwrap()).collect();
+    let types = vec![DataType::Float64; cols.len()];
+    let ret = Arc::new(Field::new("m", udaf.return_type(&types).unwrap(), true));
+    udaf.accumulator(AccumulatorArgs {
+        return_field: ret,
+        schema: &schema,
+        ignore_nulls: false,
+        order_bys: &[],
+        is_reversed: false,
+        name: fit,
+        is_distinct: false,
+        exprs: &exprs,
+        expr_fields: &fields,
+    })
+    .unwrap()
+}
+
+/// Partial states in either mode (grid past the cap, exact below it) merge, in any order,
+/// into the model one accumulator fed every row gives.
+#[test]
+fn grid_and_exact_partial_states_merge() {
+    use datafusion::arrow::array::ArrayRef;
+    use datafusion::scalar::ScalarValue;
+    // `n` rows from `start`: distinct scores in about [-12, 12], y and q from hashes.
+    let rows = |start: usize, n: usize| -> Vec<ArrayRef> {
+        let u = |i: usize, k: usize| ((i * k) % 1_000_003) as f64 / 1_000_003.0;
+        let s: Float64Array = (start..start + n)
+            .map(|i| Some(24.0 * u(i, 2654435761) - 12.0))
+            .collect();
+        let y: Float64Array = (start..start + n)
+            .map(|i| Some(f64::from(u(i, 40503) < 0.3)))
+            .collect();
+        let q: Float64Array = (start..start + n)
+            .map(|i| Some(0.05 + 0.95 * u(i, 69069)))
+            .collect();
+        vec![Arc::new(s), Arc::new(y), Arc::new(q)]
+    };
+    let (big, small) = (rows(1, 80_000), rows(90_000, 1_000));
+    let model = |acc: &mut Box<dyn datafusion::logical_expr::Accumulator>| {
+        let ScalarValue::Struct(m) = acc.evaluate().unwrap() else {
+            panic!("not a struct")
+        };
+        ["a", "b", "c", "loss"].map(|f| {
+            let c = m.column_by_name(f).unwrap();
+            c.as_primitive::<Float64Type>().value(0)
+        })
+    };
+    let state = |part: &[ArrayRef]| -> Vec<ArrayRef> {
+        let mut acc = accumulator("fit_gaussian_calib", &["s", "y", "q"]);
+        acc.update_batch(part).unwrap();
+        acc.state()
+            .unwrap()
+            .into_iter()
+            .map(|v| v.to_array().unwrap())
+            .collect()
+    };
+    let mut whole = accumulator("fit_gaussian_calib", &["s", "y", "q"]);
+    whole.update_batch(&big).unwrap();
+    whole.update_batch(&small).unwrap();
+    let expected = model(&mut whole);
+    let (grid_state, exact_state) = (state(&big), state(&small));
+    for order in [[&grid_state, &exact_state], [&exact_state, &grid_state]] {
+        let mut acc = accumulator("fit_gaussian_calib", &["s", "y", "q"]);
+        for st in order {
+            acc.merge_batch(st).unwrap();
+        }
+        let got = model(&mut acc);
+        for (g, e) in got.iter().zip(&expected) {
+            assert!(
+                (g - e).abs() <= 1e-9 * e.abs().max(1e-12),
+                "{got:?} vs {expected:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fit_state_memory_stops_growing_with_rows() {
+    let batch = |start: usize, n: usize| -> [datafusion::arrow::array::ArrayRef; 2] {
+        // Scores in [1, 2): at most 256 grid cells.
         let s: Float64Array = (start..start + n)
             .map(|i| Some(1.0 + ((i * 2654435761) % 1000003) as f64 / 1000003.0))
             .collect();
         let y: Float64Array = (start..start + n)
             .map(|i| Some((i % 3 == 0) as i64 as f64))
             .collect();
-        RecordBatch::try_from_iter(vec![("s", Arc::new(s) as _), ("y", Arc::new(y) as _)]).unwrap()
+        [Arc::new(s), Arc::new(y)]
     };
-    let b0 = batch(0, 10);
-    let schema = b0.schema();
-    let exprs = vec![col("s", &schema).unwrap(), col("y", &schema).unwrap()];
-    let fields = vec![
-        Arc::new(Field::new("s", DataType::Float64, true)),
-        Arc::new(Field::new("y", DataType::Float64, true)),
-    ];
-    let ret = Arc::new(Field::new(
-        "m",
-        udaf.return_type(&[DataType::Float64, DataType::Float64])
-            .unwrap(),
-        true,
-    ));
-    let mut acc = udaf
-        .accumulator(AccumulatorArgs {
-            return_field: ret,
-            schema: &schema,
-            ignore_nulls: false,
-            order_bys: &[],
-            is_reversed: false,
-            name: "fit_gaussian_calib",
-            is_distinct: false,
-            exprs: &exprs,
-            expr_fields: &fields,
-        })
-        .unwrap();
+    let mut acc = accumulator("fit_gaussian_calib", &["s", "y"]);
     let mut sizes = vec![];
     for chunk in 0..50 {
-        let b = batch(chunk * 20_000, 20_000);
-        acc.update_batch(&[Arc::clone(b.column(0)), Arc::clone(b.column(1))])
-            .unwrap();
+        acc.update_batch(&batch(chunk * 20_000, 20_000)).unwrap();
         sizes.push(acc.size());
     }
     // After 200k rows (past the exact cap) the size no longer grows with rows.
