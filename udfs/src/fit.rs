@@ -489,6 +489,9 @@ impl Grid {
     #[inline(never)]
     fn new_block(&mut self, id: u32) -> usize {
         self.ids.push(id);
+        // Exact growth: a fit touches a few dozen blocks, and doubling would hold up to
+        // twice the memory for the rest of the query.
+        self.cells.reserve_exact(BLOCK);
         self.cells.resize(self.ids.len() * BLOCK, Cell::default());
         self.block_of[id as usize] = self.ids.len() as u32;
         self.ids.len()
