@@ -306,28 +306,12 @@ fn add_rows_one_group(bins: &mut [BinStats], p: &[f64], y: &[f64], w: Option<&[f
     let (m, mf) = (bins.len(), bins.len() as f64);
     let mut lanes = vec![[0.0; 5]; LANES * m];
     let bin = |pi: f64| ((pi * mf) as usize).min(m - 1);
-    let n = p.len() / LANES * LANES;
-    match w {
-        None => {
-            for i in (0..n).step_by(LANES) {
-                for k in 0..LANES {
-                    let (pi, yi) = (p[i + k], y[i + k]);
-                    add(&mut lanes[k * m + bin(pi)], &stats_of(pi, yi, 1.0));
-                }
-            }
-        }
-        Some(w) => {
-            for i in (0..n).step_by(LANES) {
-                for k in 0..LANES {
-                    let (pi, yi, wi) = (p[i + k], y[i + k], w[i + k]);
-                    add(&mut lanes[k * m + bin(pi)], &stats_of(pi, yi, wi));
-                }
-            }
-        }
-    }
-    for i in n..p.len() {
+    for i in 0..p.len() {
         let wi = w.map_or(1.0, |w| w[i]);
-        add(&mut lanes[bin(p[i])], &stats_of(p[i], y[i], wi));
+        add(
+            &mut lanes[i % LANES * m + bin(p[i])],
+            &stats_of(p[i], y[i], wi),
+        );
     }
     for (b, into) in bins.iter_mut().enumerate() {
         for k in 0..LANES {
