@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{Field, Schema};
-use datafusion::logical_expr::function::AccumulatorArgs;
-use datafusion::physical_expr::expressions::col;
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::arrow::datatypes::Schema;
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 const N: usize = 8192;
 
@@ -36,7 +36,6 @@ fn batch(with_nulls: bool) -> RecordBatch {
 }
 
 fn bench(c: &mut Criterion) {
-    let funcs = calibsql::udfs::all_aggregate_functions();
     for with_nulls in [false, true] {
         let b = batch(with_nulls);
         let schema: Arc<Schema> = b.schema();
@@ -50,26 +49,7 @@ fn bench(c: &mut Criterion) {
             ("field_ece", &["p", "y", "f"][..]),
             ("field_rce", &["p", "y", "f"][..]),
         ] {
-            let udaf = funcs.iter().find(|f| f.name() == name).unwrap();
-            let exprs: Vec<Arc<dyn PhysicalExpr>> =
-                cols.iter().map(|c| col(c, &schema).unwrap()).collect();
-            let fields: Vec<Arc<Field>> = exprs
-                .iter()
-                .map(|e| e.return_field(&schema).unwrap())
-                .collect();
-            let types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
-            let ret = Arc::new(Field::new("r", udaf.return_type(&types).unwrap(), true));
-            let args = || AccumulatorArgs {
-                return_field: Arc::clone(&ret),
-                schema: &schema,
-                ignore_nulls: false,
-                order_bys: &[],
-                is_reversed: false,
-                name,
-                is_distinct: false,
-                exprs: &exprs,
-                expr_fields: &fields,
-            };
+            let call = support::UdafCall::columns(name, Arc::clone(&schema), cols);
             let values: Vec<ArrayRef> = cols
                 .iter()
                 .map(|c| Arc::clone(b.column_by_name(c).unwrap()))
@@ -77,7 +57,7 @@ fn bench(c: &mut Criterion) {
             let tag = if with_nulls { "nulls" } else { "no_nulls" };
             c.bench_function(&format!("{name}/{tag}"), |bench| {
                 bench.iter(|| {
-                    let mut acc = udaf.accumulator(args()).unwrap();
+                    let mut acc = call.accumulator();
                     acc.update_batch(&values).unwrap();
                     acc.evaluate().unwrap()
                 })
@@ -85,7 +65,7 @@ fn bench(c: &mut Criterion) {
             let groups: Vec<usize> = (0..N).map(|i| i % 1000).collect();
             c.bench_function(&format!("{name}/{tag}/1000_groups"), |bench| {
                 bench.iter(|| {
-                    let mut acc = udaf.create_groups_accumulator(args()).unwrap();
+                    let mut acc = call.groups_accumulator();
                     acc.update_batch(&values, &groups, None, 1000).unwrap();
                     acc.evaluate(datafusion::logical_expr::EmitTo::All).unwrap()
                 })
@@ -97,11 +77,6 @@ fn bench(c: &mut Criterion) {
 /// The fits' hot loop: an accumulator already past its exact cap (on the grid), fed 8,192
 /// rows of distinct logit-like scores in [-14, 14] per iteration, as in a fit over a big log.
 fn bench_fit_grid(c: &mut Criterion) {
-    let funcs = calibsql::udfs::all_aggregate_functions();
-    let udaf = funcs
-        .iter()
-        .find(|f| f.name() == "fit_gaussian_calib")
-        .unwrap();
     let make = |seed: usize| -> RecordBatch {
         let u = |i: usize, k: usize| ((i * k + seed) % 1_000_003) as f64 / 1_000_003.0;
         let s: Float64Array = (0..N)
@@ -122,27 +97,8 @@ fn bench_fit_grid(c: &mut Criterion) {
         .unwrap()
     };
     let b = make(0);
-    let schema: Arc<Schema> = b.schema();
-    let exprs: Vec<Arc<dyn PhysicalExpr>> = ["s", "y", "q"]
-        .iter()
-        .map(|c| col(c, &schema).unwrap())
-        .collect();
-    let fields: Vec<Arc<Field>> = schema.fields().iter().cloned().collect();
-    let types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
-    let ret = Arc::new(Field::new("r", udaf.return_type(&types).unwrap(), true));
-    let mut acc = udaf
-        .accumulator(AccumulatorArgs {
-            return_field: ret,
-            schema: &schema,
-            ignore_nulls: false,
-            order_bys: &[],
-            is_reversed: false,
-            name: "fit_gaussian_calib",
-            is_distinct: false,
-            exprs: &exprs,
-            expr_fields: &fields,
-        })
-        .unwrap();
+    let mut acc = support::UdafCall::columns("fit_gaussian_calib", b.schema(), &["s", "y", "q"])
+        .accumulator();
     for seed in 1..20 {
         acc.update_batch(make(seed * 7).columns()).unwrap();
     }

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use datafusion::prelude::ParquetReadOptions;
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 fn data_path(rows: usize) -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     PathBuf::from(target).join(format!("calibsql-bench/events-v3-{rows}.parquet"))
@@ -76,43 +79,16 @@ async fn time_pair(
 /// accumulator and reports the state size (`Accumulator::size`, the bytes DataFusion's memory
 /// pool is told) as rows arrive: it must stop growing once the grid has seen the score range.
 async fn fit_state_sizes(ctx: &datafusion::prelude::SessionContext) {
-    use datafusion::logical_expr::function::AccumulatorArgs;
-    use datafusion::physical_expr::expressions::col;
     use futures::StreamExt;
 
-    let udaf = calibsql::udfs::all_aggregate_functions()
-        .into_iter()
-        .find(|f| f.name() == "fit_gaussian_calib")
-        .unwrap();
     let df = ctx
         .sql("SELECT score, CAST(y AS DOUBLE) AS y, propensity FROM t")
         .await
         .unwrap();
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-    let exprs: Vec<_> = ["score", "y", "propensity"]
-        .iter()
-        .map(|c| col(c, &schema).unwrap())
-        .collect();
-    let fields: Vec<_> = schema.fields().iter().cloned().collect();
-    let types: Vec<_> = fields.iter().map(|f| f.data_type().clone()).collect();
-    let ret = std::sync::Arc::new(datafusion::arrow::datatypes::Field::new(
-        "m",
-        udaf.return_type(&types).unwrap(),
-        true,
-    ));
-    let mut acc = udaf
-        .accumulator(AccumulatorArgs {
-            return_field: ret,
-            schema: &schema,
-            ignore_nulls: false,
-            order_bys: &[],
-            is_reversed: false,
-            name: "fit_gaussian_calib",
-            is_distinct: false,
-            exprs: &exprs,
-            expr_fields: &fields,
-        })
-        .unwrap();
+    let call =
+        support::UdafCall::columns("fit_gaussian_calib", schema, &["score", "y", "propensity"]);
+    let mut acc = call.accumulator();
     let mut stream = df.execute_stream().await.unwrap();
     let (mut rows, mut next_report) = (0usize, 1_000_000usize);
     let mut line = String::from("fit_gaussian_calib state size:");

@@ -7,9 +7,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Float64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
-use datafusion::logical_expr::function::AccumulatorArgs;
-use datafusion::physical_expr::expressions::col;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::prelude::SessionConfig;
 
 /// 100,000 rows with distinct scores: s a logit in about [-12, 12], a preference
@@ -140,32 +138,11 @@ async fn whole_batch_and_per_row_paths_give_the_same_model() {
     }
 }
 
+mod support;
+
 /// A row accumulator of `fit` over Float64 columns `cols` (as the planner would build it).
 fn accumulator(fit: &str, cols: &[&str]) -> Box<dyn datafusion::logical_expr::Accumulator> {
-    let udaf = calibsql::udfs::all_aggregate_functions()
-        .into_iter()
-        .find(|f| f.name() == fit)
-        .unwrap();
-    let fields: Vec<_> = cols
-        .iter()
-        .map(|c| Arc::new(Field::new(*c, DataType::Float64, true)))
-        .collect();
-    let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields.clone()));
-    let exprs: Vec<_> = cols.iter().map(|c| col(c, &schema).unwrap()).collect();
-    let types = vec![DataType::Float64; cols.len()];
-    let ret = Arc::new(Field::new("m", udaf.return_type(&types).unwrap(), true));
-    udaf.accumulator(AccumulatorArgs {
-        return_field: ret,
-        schema: &schema,
-        ignore_nulls: false,
-        order_bys: &[],
-        is_reversed: false,
-        name: fit,
-        is_distinct: false,
-        exprs: &exprs,
-        expr_fields: &fields,
-    })
-    .unwrap()
+    support::UdafCall::float_columns(fit, cols).accumulator()
 }
 
 /// Partial states in either mode (grid past the cap, exact below it) merge, in any order,

@@ -11,10 +11,9 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Schema};
+use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef};
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::function::AccumulatorArgs;
-use datafusion::logical_expr::{AggregateUDF, EmitTo};
+use datafusion::logical_expr::EmitTo;
 use datafusion::physical_expr::expressions::{col, lit};
 use datafusion::physical_expr::PhysicalExpr;
 use proptest::prelude::*;
@@ -60,25 +59,14 @@ fn table(n: usize, seed: u64) -> RecordBatch {
 }
 
 /// One call: the function and its argument expressions (columns or literals).
-struct Call {
-    udaf: Arc<AggregateUDF>,
-    args: Vec<Arc<dyn PhysicalExpr>>,
-}
+mod support;
+use support::UdafCall;
 
-fn calls(schema: &Schema) -> Vec<Call> {
+fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     let c = |n: &str| col(n, schema).unwrap();
-    let find = |name: &str| {
-        calibsql::udfs::all_aggregate_functions()
-            .into_iter()
-            .find(|f| f.name() == name)
-            .unwrap()
-    };
     let mut out = vec![];
     let mut add = |name: &str, args: Vec<Arc<dyn PhysicalExpr>>| {
-        out.push(Call {
-            udaf: find(name),
-            args,
-        })
+        out.push(UdafCall::new(name, Arc::clone(schema), args))
     };
     for name in ["ece", "mce", "reliability"] {
         add(name, vec![c("p"), c("y")]);
@@ -123,50 +111,17 @@ fn calls(schema: &Schema) -> Vec<Call> {
 }
 
 struct Harness<'a> {
-    call: &'a Call,
-    schema: &'a Schema,
-    fields: Vec<Arc<Field>>,
-    ret: Arc<Field>,
+    call: &'a UdafCall,
 }
 
 impl<'a> Harness<'a> {
-    fn new(call: &'a Call, schema: &'a Schema) -> Self {
-        let fields: Vec<Arc<Field>> = call
-            .args
-            .iter()
-            .map(|e| e.return_field(schema).unwrap())
-            .collect();
-        let types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
-        let ret = Arc::new(Field::new(
-            "r",
-            call.udaf.return_type(&types).unwrap(),
-            true,
-        ));
-        Self {
-            call,
-            schema,
-            fields,
-            ret,
-        }
-    }
-
-    fn args(&self) -> AccumulatorArgs<'_> {
-        AccumulatorArgs {
-            return_field: Arc::clone(&self.ret),
-            schema: self.schema,
-            ignore_nulls: false,
-            order_bys: &[],
-            is_reversed: false,
-            name: self.call.udaf.name(),
-            is_distinct: false,
-            exprs: &self.call.args,
-            expr_fields: &self.fields,
-        }
+    fn new(call: &'a UdafCall) -> Self {
+        Self { call }
     }
 
     fn values(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
         self.call
-            .args
+            .exprs
             .iter()
             .map(|e| {
                 e.evaluate(batch)
@@ -178,7 +133,7 @@ impl<'a> Harness<'a> {
     }
 
     fn single_pass(&self, batch: &RecordBatch) -> ScalarValue {
-        let mut acc = self.call.udaf.accumulator(self.args()).unwrap();
+        let mut acc = self.call.accumulator();
         acc.update_batch(&self.values(batch)).unwrap();
         acc.evaluate().unwrap()
     }
@@ -189,7 +144,7 @@ impl<'a> Harness<'a> {
         let mut start = 0;
         for &end in cuts.iter().chain(std::iter::once(&batch.num_rows())) {
             let end = end.clamp(start, batch.num_rows());
-            let mut acc = self.call.udaf.accumulator(self.args()).unwrap();
+            let mut acc = self.call.accumulator();
             acc.update_batch(&self.values(&batch.slice(start, end - start)))
                 .unwrap();
             states.push(acc.state().unwrap());
@@ -199,7 +154,7 @@ impl<'a> Harness<'a> {
         let columns: Vec<ArrayRef> = (0..n_fields)
             .map(|k| ScalarValue::iter_to_array(states.iter().map(|s| s[k].clone())).unwrap())
             .collect();
-        let mut fin = self.call.udaf.accumulator(self.args()).unwrap();
+        let mut fin = self.call.accumulator();
         fin.merge_batch(&columns).unwrap();
         fin.evaluate().unwrap()
     }
@@ -207,11 +162,7 @@ impl<'a> Harness<'a> {
     /// Grouped: rows go to `k` groups by index; partial states are taken per batch of
     /// `batch_size`, half through `state`, half through `convert_to_state`, then merged.
     fn grouped(&self, batch: &RecordBatch, k: usize, batch_size: usize) -> Vec<ScalarValue> {
-        let mut fin = self
-            .call
-            .udaf
-            .create_groups_accumulator(self.args())
-            .unwrap();
+        let mut fin = self.call.groups_accumulator();
         let mut start = 0;
         let mut flip = false;
         while start < batch.num_rows() {
@@ -220,18 +171,10 @@ impl<'a> Harness<'a> {
             let groups: Vec<usize> = (start..start + len).map(|i| i % k).collect();
             let values = self.values(&part);
             let (state, state_groups) = if flip {
-                let partial = self
-                    .call
-                    .udaf
-                    .create_groups_accumulator(self.args())
-                    .unwrap();
+                let partial = self.call.groups_accumulator();
                 (partial.convert_to_state(&values, None).unwrap(), groups)
             } else {
-                let mut partial = self
-                    .call
-                    .udaf
-                    .create_groups_accumulator(self.args())
-                    .unwrap();
+                let mut partial = self.call.groups_accumulator();
                 let local: Vec<usize> = (0..len).map(|i| i % k.min(len)).collect();
                 partial
                     .update_batch(&values, &local, None, k.min(len))
@@ -342,8 +285,8 @@ fn split_and_merged_states_equal_a_single_pass() {
     let batch = table(120, 7);
     let schema = batch.schema();
     for call in calls(&schema) {
-        let h = Harness::new(&call, &schema);
-        let what = format!("{}({} args)", call.udaf.name(), call.args.len());
+        let h = Harness::new(&call);
+        let what = format!("{}({} args)", call.udaf.name(), call.exprs.len());
         let direct = h.single_pass(&batch);
         assert!(!direct.is_null(), "{what} is NULL on the test table");
         for size in 1..=batch.num_rows() {
@@ -362,7 +305,7 @@ fn grouped_accumulator_agrees_with_row_accumulator() {
     let batch = table(150, 11);
     let schema = batch.schema();
     for call in calls(&schema) {
-        let h = Harness::new(&call, &schema);
+        let h = Harness::new(&call);
         let what = call.udaf.name().to_string();
         for k in [1, 3, 7] {
             for batch_size in [1, 4, 150] {
@@ -397,8 +340,8 @@ fn filter_skips_rows_in_grouped_accumulator() {
     )
     .unwrap();
     for call in calls(&schema) {
-        let h = Harness::new(&call, &schema);
-        let mut acc = call.udaf.create_groups_accumulator(h.args()).unwrap();
+        let h = Harness::new(&call);
+        let mut acc = call.groups_accumulator();
         acc.update_batch(&h.values(&batch), &vec![0; 60], Some(&filter), 1)
             .unwrap();
         let got = ScalarValue::try_from_array(&acc.evaluate(EmitTo::All).unwrap(), 0).unwrap();
@@ -420,7 +363,7 @@ proptest! {
         let mut cuts = cuts;
         cuts.sort_unstable();
         for call in calls(&schema) {
-            let h = Harness::new(&call, &schema);
+            let h = Harness::new(&call);
             let direct = h.single_pass(&batch);
             let merged = h.split_merged(&batch, &cuts);
             // A fit that did not converge (separable random data: the optimum is at infinity)
