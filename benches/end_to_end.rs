@@ -173,6 +173,20 @@ async fn main() {
             "SELECT avg(p), avg(y) FROM t",
             f64::NAN,
         ),
+        (
+            "ece(p, y, 15, 'quantile')",
+            "SELECT ece(p, y, 15, 'quantile') FROM t",
+            "avg(p), avg(y)",
+            "SELECT avg(p), avg(y) FROM t",
+            f64::NAN,
+        ),
+        (
+            "smooth_ece(p, y)",
+            "SELECT smooth_ece(p, y) FROM t",
+            "avg(p), avg(y)",
+            "SELECT avg(p), avg(y) FROM t",
+            f64::NAN,
+        ),
     ];
     let runs: usize = std::env::var("CALIBSQL_BENCH_RUNS")
         .ok()

@@ -1,12 +1,15 @@
 //! calibsql: a DataFusion session with every calibration function registered,
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
+pub mod docs;
 pub mod generate;
+pub mod named_args;
 pub mod plot;
 pub mod s3;
 pub mod tables;
 
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::common::Result;
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 
 pub use calibsql_udfs as udfs;
 pub use s3::{register_s3, S3Options};
@@ -39,4 +42,15 @@ pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
     // Copies the runtime of a session just built: cannot fail.
     register_s3(&ctx, S3Options::default()).expect("a new session accepts S3 support");
     ctx
+}
+
+/// Plans and runs one SQL statement like [`SessionContext::sql`], after completing named
+/// arguments that skip optional ones (`ece(p, y, w => weight)`; see [`named_args`]).
+pub async fn sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let mut statement = state.sql_to_statement(sql, &dialect)?;
+    named_args::fill_skipped_arguments(&mut statement, &state)?;
+    let plan = state.statement_to_plan(statement).await?;
+    ctx.execute_logical_plan(plan).await
 }

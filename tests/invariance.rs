@@ -11,13 +11,16 @@ const QUERY: &str = "SELECT g,
     ece(p, y) AS ece, ece(p, y, 10, 'quantile') AS ece_q, mce(p, y, 10, 'uniform', w) AS mce_w,
     logloss(p, y) AS ll, brier(p, y, w) AS brier, auc(p, y) AS auc,
     ips_logloss(p, y, q) AS ips, field_ece(p, y, site) AS fece, field_rce(p, y, site, 0.01, w) AS frce,
-    ece(p, y) FILTER (WHERE site < 5) AS ece_f
+    ece(p, y) FILTER (WHERE site < 5) AS ece_f, ece(p, y, 10, 'torchmetrics') AS ece_tm,
+    ace(p, y) AS ace, rmsce(p, y, 7, 'netcal', w) AS rmsce, smooth_ece(p, y, 0.05) AS smece,
+    ece_debiased(p, y) AS ece_db, normalized_entropy(p, y, w) AS ne
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
     ece(p, y) AS ece, ece(p, y, 10, 'quantile', w) AS ece_q, mce(p, y) AS mce,
     logloss(p, y, 1e-6, w) AS ll, auc(p, y, w) AS auc, field_rce(p, y, site) AS frce,
-    field_ece(p, y, g) AS fece_g
+    field_ece(p, y, g) AS fece_g, smooth_ece(p, y) AS smece, ece_debiased(p, y) AS ece_db,
+    ace(p, y, 12, 'quantile', w) AS ace_w
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {

@@ -125,7 +125,7 @@ impl sqllogictest::AsyncDB for CalibDb {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
-        let df = self.ctx.sql(sql).await?;
+        let df = calibsql::sql(&self.ctx, sql).await?;
         let schema = Arc::clone(df.schema().inner());
         let batches = df.collect().await?;
         if schema.fields().is_empty() {
@@ -267,4 +267,4 @@ macro_rules! slt_files {
     };
 }
 
-slt_files!(smoke, binned, logloss, auc, field, scalars, docs, fits);
+slt_files!(smoke, binned, logloss, auc, field, scalars, docs, fits, smooth, strategies);

@@ -81,6 +81,28 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
             vec![c("p"), c("y"), lit(7i64), lit("quantile"), c("w")],
         );
     }
+    for strategy in ["sklearn", "netcal", "torchmetrics", "relplot", "kumar"] {
+        add("ece", vec![c("p"), c("y"), lit(10i64), lit(strategy)]);
+        add(
+            "reliability",
+            vec![c("p"), c("y"), lit(15i64), lit(strategy), c("w")],
+        );
+    }
+    for name in ["ace", "rmsce"] {
+        add(name, vec![c("p"), c("y")]);
+        add(name, vec![c("p"), c("y"), lit(10i64), lit("uniform")]);
+        add(name, vec![c("p"), c("y"), lit(6i64), lit("quantile"), c("w")]);
+        add(name, vec![c("p"), c("y"), lit(8i64), lit("torchmetrics"), c("w")]);
+    }
+    add(
+        "reliability",
+        vec![c("p"), c("y"), lit(5i64), lit("quantile"), c("w"), lit(0.9)],
+    );
+    add("smooth_ece", vec![c("p"), c("y")]);
+    add("smooth_ece", vec![c("p"), c("y"), lit(0.05)]);
+    add("ece_debiased", vec![c("p"), c("y")]);
+    add("normalized_entropy", vec![c("p"), c("y")]);
+    add("normalized_entropy", vec![c("p"), c("y"), c("w")]);
     add("logloss", vec![c("p"), c("y")]);
     add("logloss", vec![c("p"), c("y"), lit(1e-3), c("w")]);
     add("brier", vec![c("p"), c("y")]);

@@ -86,9 +86,11 @@ impl Session {
 
     /// Plans, executes and prints one statement. DDL and `SET` print nothing; `INSERT` and
     /// `COPY` report the rows written on standard error (table format only).
-    pub async fn run_statement(&mut self, statement: Statement) -> anyhow::Result<()> {
+    pub async fn run_statement(&mut self, mut statement: Statement) -> anyhow::Result<()> {
         let started = Instant::now();
-        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        let state = self.ctx.state();
+        calibsql::named_args::fill_skipped_arguments(&mut statement, &state)?;
+        let plan = state.statement_to_plan(statement).await?;
         let writes = matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_));
         // Runs DDL (CREATE, DROP, SET, …) right here; those return an empty schema.
         let frame = self.ctx.execute_logical_plan(plan).await?;

@@ -80,7 +80,20 @@ impl CallShape {
         variants.extend(
             (self.required.len()..=all.len()).map(|n| TypeSignature::Exact(all[..n].to_vec())),
         );
-        Signature::one_of(variants, Volatility::Immutable)
+        let mut signature = Signature::one_of(variants, Volatility::Immutable);
+        // Named arguments (`ece(p, y, n_bins => 10)`). Set directly: `with_parameter_names`
+        // refuses a signature whose arity is variable, as a user-defined one is.
+        signature.parameter_names = Some(self.parameter_names());
+        signature
+    }
+
+    /// Every argument's name, in order: what named arguments (`name => value`) refer to.
+    pub(crate) fn parameter_names(&self) -> Vec<String> {
+        self.required
+            .iter()
+            .chain(self.optional)
+            .map(|a| a.name().to_string())
+            .collect()
     }
 
     /// The coercion `coerce_types` does: [`CallShape::coerce`] when the call is valid, else
@@ -118,6 +131,42 @@ impl CallShape {
             .zip(arg_types)
             .map(|(arg, t)| coerce_one(self, *arg, t))
             .collect()
+    }
+}
+
+/// The SQL literal an optional argument stands for when a call leaves it out, or None for an
+/// argument that has no literal default (a data column such as `propensity`, or `sigma`
+/// whose absence means "choose it"). Named calls that skip an optional argument
+/// (`ece(p, y, w => weight)`) are completed with these by the engine (see
+/// `calibsql::named_args`), since DataFusion 55 itself cannot skip one; a test checks that
+/// every default here gives the same result as leaving the argument out.
+pub fn argument_default(func: &str, arg: &str) -> Option<&'static str> {
+    Some(match (func, arg) {
+        ("ace", "strategy") => "'quantile'",
+        (_, "strategy") => "'uniform'",
+        (_, "n_bins") => "15",
+        ("field_rce", "eps") => "0.01",
+        (_, "eps") => "2.220446049250313e-16",
+        (_, "clip") => "0.1",
+        (_, "w") => "1.0",
+        (_, "level") => "0.95",
+        (_, "lambda") => "1.96",
+        (_, "eta") => "0.5",
+        _ => return None,
+    })
+}
+
+/// The position of an optional weight argument `i`, or None when the call has none. A
+/// constant weight of 1 (the default a named call fills in) is the same as no weight.
+pub(crate) fn weight_col(exprs: &[Arc<dyn PhysicalExpr>], i: usize) -> Option<usize> {
+    let e = exprs.get(i)?;
+    let batch = RecordBatch::new_empty(Arc::new(Schema::empty()));
+    match e.evaluate(&batch) {
+        Ok(ColumnarValue::Scalar(s)) if !s.is_null() => match s.cast_to(&DataType::Float64) {
+            Ok(ScalarValue::Float64(Some(1.0))) => None,
+            _ => Some(i),
+        },
+        _ => Some(i),
     }
 }
 

@@ -20,17 +20,18 @@ use datafusion_common::Result;
 use datafusion_expr::registry::FunctionRegistry;
 use datafusion_expr::{AggregateUDF, ScalarUDF};
 
-pub mod auc;
-pub mod binned;
 mod common;
-pub mod field;
 pub mod fit;
 mod kernel;
-pub mod loss;
+pub mod metrics;
 pub mod model;
 mod optim;
 pub mod scalars;
+pub mod stats;
 mod values;
+
+pub use common::argument_default;
+pub use metrics::{auc, binned, binning, field, loss};
 
 use binned::{Binned, BinnedKind};
 use field::{FieldKind, FieldMetric};
@@ -45,10 +46,15 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Binned::new(BinnedKind::Ece))),
         udaf(Arc::new(Binned::new(BinnedKind::Mce))),
         udaf(Arc::new(Binned::new(BinnedKind::Reliability))),
+        udaf(Arc::new(Binned::new(BinnedKind::Ace))),
+        udaf(Arc::new(Binned::new(BinnedKind::Rmsce))),
         udaf(Arc::new(MeanLoss::new(LossKind::LogLoss))),
         udaf(Arc::new(MeanLoss::new(LossKind::Brier))),
         udaf(Arc::new(MeanLoss::new(LossKind::IpsLogLoss))),
+        udaf(Arc::new(MeanLoss::new(LossKind::NormalizedEntropy))),
         udaf(Arc::new(auc::Auc::new())),
+        udaf(Arc::new(metrics::smooth::SmoothEce::new())),
+        udaf(Arc::new(metrics::debiased::EceDebiased::new())),
         udaf(Arc::new(FieldMetric::new(FieldKind::Ece))),
         udaf(Arc::new(FieldMetric::new(FieldKind::Rce))),
         udaf(Arc::new(Fit::new(FitMethod::Platt))),

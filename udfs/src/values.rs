@@ -1,8 +1,14 @@
 //! Per-group storage of the rows themselves, for the metrics that need every value:
-//! `auc` and the `'quantile'` bins of `ece`/`mce`/`reliability`.
+//! `auc`, and the data-dependent bins of `ece`/`mce`/`reliability`/`ace`/`rmsce`
+//! (`'quantile'`, `'kumar'`).
 //!
-//! The state is three `List<Float64>` columns (p, y, w); [`ValueStore::size`] reports the
-//! bytes actually reserved so DataFusion's memory pool sees them.
+//! A row is kept in as little room as it needs: the label is not stored at all — rows go to
+//! one vector of scores per class — so an unweighted row costs its 8-byte score; a weighted
+//! row adds its 8-byte weight. [`ValueStore::size`] reports the bytes actually reserved so
+//! DataFusion's memory pool sees them.
+//!
+//! The partial state is four `List<Float64>` columns: the scores of the negatives and of the
+//! positives, and their weights (empty lists when the call has no weight).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,8 +20,45 @@ use datafusion_common::{internal_err, Result};
 
 use crate::common::{check_p, check_w, check_y, f64s, for_each_row, list_parts, usable_rows};
 
-/// One stored row: probability, label, weight (1 when the call has no weight).
-pub(crate) type Row = [f64; 3];
+/// The rows of one group, split by label: index 0 the negatives, 1 the positives.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Rows {
+    /// Scores per class.
+    pub p: [Vec<f64>; 2],
+    /// Weights per class, parallel to `p`; empty when the call has no weight.
+    pub w: [Vec<f64>; 2],
+}
+
+impl Rows {
+    pub(crate) fn len(&self) -> usize {
+        self.p[0].len() + self.p[1].len()
+    }
+
+    fn bytes(&self) -> usize {
+        (self.p[0].capacity() + self.p[1].capacity() + self.w[0].capacity() + self.w[1].capacity())
+            * size_of::<f64>()
+    }
+
+    /// Sorts each class by score (weights follow their score).
+    pub(crate) fn sort(&mut self) {
+        for c in 0..2 {
+            if self.w[c].is_empty() {
+                radix_sort_f64(&mut self.p[c]);
+            } else {
+                let mut pairs: Vec<(f64, f64)> = self.p[c]
+                    .iter()
+                    .copied()
+                    .zip(self.w[c].iter().copied())
+                    .collect();
+                pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+                for (i, (p, w)) in pairs.into_iter().enumerate() {
+                    self.p[c][i] = p;
+                    self.w[c][i] = w;
+                }
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct ValueStore {
@@ -24,11 +67,9 @@ pub(crate) struct ValueStore {
     p_col: usize,
     y_col: usize,
     w_col: Option<usize>,
-    pub(crate) groups: Vec<Vec<Row>>,
+    pub(crate) groups: Vec<Rows>,
     bytes: usize,
 }
-
-const ROW_BYTES: usize = size_of::<Row>();
 
 impl ValueStore {
     pub(crate) fn new(
@@ -51,9 +92,13 @@ impl ValueStore {
         Self::new(self.func, self.p_col, self.y_col, self.w_col)
     }
 
+    pub(crate) fn weighted(&self) -> bool {
+        self.w_col.is_some()
+    }
+
     pub(crate) fn resize(&mut self, n: usize) {
         if self.groups.len() < n {
-            self.groups.resize_with(n, Vec::new);
+            self.groups.resize_with(n, Rows::default);
         }
     }
 
@@ -61,14 +106,17 @@ impl ValueStore {
         self.groups.len()
     }
 
-    fn push(&mut self, g: usize, row: Row) {
-        let v = &mut self.groups[g];
-        if v.len() == v.capacity() {
-            self.bytes -= v.capacity() * ROW_BYTES;
-            v.reserve(1);
-            self.bytes += v.capacity() * ROW_BYTES;
+    #[inline]
+    fn push(&mut self, g: usize, p: f64, y: f64, w: Option<f64>) {
+        let rows = &mut self.groups[g];
+        let c = (y == 1.0) as usize;
+        let before = rows.p[c].capacity() + rows.w[c].capacity();
+        rows.p[c].push(p);
+        if let Some(w) = w {
+            rows.w[c].push(w);
         }
-        v.push(row);
+        let after = rows.p[c].capacity() + rows.w[c].capacity();
+        self.bytes += (after - before) * size_of::<f64>();
     }
 
     pub(crate) fn update(
@@ -90,66 +138,166 @@ impl ValueStore {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
             let wi = match &w {
-                Some(w) => check_w(func, w[i])?,
-                None => 1.0,
+                Some(w) => Some(check_w(func, w[i])?),
+                None => None,
             };
-            self.push(groups[i], [pi, yi, wi]);
+            self.push(groups[i], pi, yi, wi);
             Ok(())
         })
     }
 
-    /// Three list columns (p, y, w) for the groups in `range`.
+    /// Four list columns (negative scores, positive scores, their weights) for `range`.
     pub(crate) fn state(&self, range: Range<usize>) -> Vec<ArrayRef> {
         let groups = &self.groups[range];
-        let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
-        (0..3)
-            .map(|k| {
-                let vals: Float64Array = groups.iter().flatten().map(|r| r[k]).collect();
-                Arc::new(ListArray::new(
-                    Arc::new(Field::new_list_field(DataType::Float64, true)),
-                    offsets.clone(),
-                    Arc::new(vals),
-                    None,
-                )) as ArrayRef
-            })
-            .collect()
+        let list = |get: &dyn Fn(&Rows) -> &Vec<f64>| -> ArrayRef {
+            let offsets = OffsetBuffer::from_lengths(groups.iter().map(|r| get(r).len()));
+            let vals: Float64Array = groups.iter().flat_map(|r| get(r).iter().copied()).collect();
+            Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(DataType::Float64, true)),
+                offsets,
+                Arc::new(vals),
+                None,
+            ))
+        };
+        vec![
+            list(&|r| &r.p[0]),
+            list(&|r| &r.p[1]),
+            list(&|r| &r.w[0]),
+            list(&|r| &r.w[1]),
+        ]
     }
 
-    /// Merges three list columns (p, y, w) as produced by [`ValueStore::state`].
+    /// Merges four list columns as produced by [`ValueStore::state`].
     pub(crate) fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        let (op, p) = list_parts(&states[0]);
-        let (oy, y) = list_parts(&states[1]);
-        let (ow, w) = list_parts(&states[2]);
-        if op != oy || op != ow {
-            return internal_err!("{}: malformed value state", self.func);
-        }
+        let weighted = self.weighted();
+        let cols: Vec<(&[i32], &[f64])> = states[..4].iter().map(list_parts).collect();
         for (r, &g) in groups.iter().enumerate() {
             if states[0].is_null(r) {
                 continue;
             }
-            for j in op[r] as usize..op[r + 1] as usize {
-                self.push(g, [p[j], y[j], w[j]]);
+            for c in 0..2 {
+                let (op, p) = cols[c];
+                let (ow, w) = cols[2 + c];
+                let span = op[r] as usize..op[r + 1] as usize;
+                let wspan = ow[r] as usize..ow[r + 1] as usize;
+                let ok = if weighted {
+                    wspan.len() == span.len()
+                } else {
+                    wspan.is_empty()
+                };
+                if !ok {
+                    return internal_err!("{}: malformed value state", self.func);
+                }
+                let rows = &mut self.groups[g];
+                let before = rows.p[c].capacity() + rows.w[c].capacity();
+                rows.p[c].extend_from_slice(&p[span]);
+                rows.w[c].extend_from_slice(&w[wspan]);
+                let after = rows.p[c].capacity() + rows.w[c].capacity();
+                self.bytes += (after - before) * size_of::<f64>();
             }
         }
         Ok(())
     }
 
     pub(crate) fn drain(&mut self, n: usize) {
-        for v in self.groups.drain(..n) {
-            self.bytes -= v.capacity() * ROW_BYTES;
+        for rows in self.groups.drain(..n) {
+            self.bytes -= rows.bytes();
         }
     }
 
     pub(crate) fn size(&self) -> usize {
-        self.bytes + self.groups.capacity() * size_of::<Vec<Row>>()
+        self.bytes + self.groups.capacity() * size_of::<Rows>()
     }
 }
 
-/// Sorts rows ascending by (p, y, w): the order of `'quantile'` bins and of the AUC sweep.
-pub(crate) fn sort_rows(rows: &mut [Row]) {
-    rows.sort_unstable_by(|a, b| {
-        a[0].total_cmp(&b[0])
-            .then(a[1].total_cmp(&b[1]))
-            .then(a[2].total_cmp(&b[2]))
-    });
+/// The order-preserving bit pattern of an f64: unsigned comparison of the keys is
+/// `f64::total_cmp` of the values.
+#[inline]
+fn key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
+#[inline]
+fn unkey(k: u64) -> f64 {
+    f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+}
+
+/// Sorts f64 values ascending (in `total_cmp` order) with an LSD radix sort on their
+/// order-preserving bit patterns, 11 bits a pass; passes in which every value has the same
+/// digit (the sign and exponent bits of probabilities, mostly) are skipped. Small inputs use
+/// the comparison sort.
+pub(crate) fn radix_sort_f64(v: &mut [f64]) {
+    const BITS: u32 = 11;
+    const RADIX: usize = 1 << BITS;
+    if v.len() < 4096 {
+        v.sort_unstable_by(f64::total_cmp);
+        return;
+    }
+    let mut keys: Vec<u64> = v.iter().map(|&x| key(x)).collect();
+    let mut scratch = vec![0u64; keys.len()];
+    let mut counts = vec![[0usize; RADIX]; 6];
+    for &k in &keys {
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[((k >> (d as u32 * BITS)) as usize) & (RADIX - 1)] += 1;
+        }
+    }
+    let n = keys.len();
+    for (d, c) in counts.iter_mut().enumerate() {
+        if c.contains(&n) {
+            continue;
+        }
+        let mut sum = 0;
+        for x in c.iter_mut() {
+            let t = *x;
+            *x = sum;
+            sum += t;
+        }
+        let shift = d as u32 * BITS;
+        for &k in &keys {
+            let digit = ((k >> shift) as usize) & (RADIX - 1);
+            scratch[c[digit]] = k;
+            c[digit] += 1;
+        }
+        std::mem::swap(&mut keys, &mut scratch);
+    }
+    for (x, k) in v.iter_mut().zip(keys) {
+        *x = unkey(k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn radix_sort_matches_comparison_sort() {
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut v: Vec<f64> = (0..20_000)
+            .map(|i| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                match i % 5 {
+                    0 => (s % 1000) as f64 / 1000.0,
+                    1 => -((s % 77) as f64),
+                    2 => 0.0,
+                    3 => -0.0,
+                    _ => f64::from_bits(s) % 1e6,
+                }
+            })
+            .filter(|x| !x.is_nan())
+            .collect();
+        let mut expected = v.clone();
+        expected.sort_by(f64::total_cmp);
+        radix_sort_f64(&mut v);
+        assert!(v
+            .iter()
+            .zip(&expected)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
 }

@@ -2,12 +2,13 @@
 
 Reference, straight from SPEC.md / SEMANTICS.md (numpy, exact sums with math.fsum):
   uniform bin      = min(floor(p*M), M-1)                       (float arithmetic, as numpy)
-  quantile bin     = rows sorted by (p, y) (np.lexsort), np.array_split(order, M)
-  weighted quantile= rows sorted by (p, y, w); bin = min(floor(M*C/N), M-1), C = weight before
-                     the row, computed with exact fractions (and checked equal to float math)
+  quantile edges   = np.percentile(p, np.linspace(0, 1, M+1) * 100)            (scikit-learn's rule)
+  weighted quantile= np.percentile(p, ..., weights=w, method='inverted_cdf')  (numpy >= 2.0)
+  quantile bin     = np.searchsorted(edges[1:-1], p, side='left')  (right-closed: equal p share a bin);
+                     unweighted, cross-checked against sklearn.calibration.calibration_curve
   ece = sum_m |sum_{i in m} w_i (y_i - p_i)| / sum w
   mce = max over bins with sum w > 0 of |sum w (y - p)| / sum w
-  reliability bin k: lower/upper = k/M, (k+1)/M (uniform) or min/max p (quantile);
+  reliability bin k: lower/upper = k/M, (k+1)/M (uniform) or edges[k], edges[k+1] (quantile);
                      count = rows, weight = sum w, mean_p = sum w p / sum w, frac_pos = sum w y / sum w
 The unweighted uniform ECE is cross-checked against the textbook form sum_m n_m/N |acc_m - conf_m|.
 """
@@ -27,27 +28,15 @@ def uniform_bins(p, M):
     return np.minimum(np.floor(p * M), M - 1).astype(int)
 
 
-def quantile_bins(p, y, M, w=None):
-    n = len(p)
-    b = np.empty(n, dtype=int)
+def quantile_edges(p, M, w=None):
+    q = np.linspace(0, 1, M + 1) * 100
     if w is None:
-        order = np.lexsort((y, p))  # last key is primary: sort by p, then y
-        for k, g in enumerate(np.array_split(order, M)):
-            b[g] = k
-        return b
-    order = np.lexsort((w, y, p))
-    total = sum(Fraction(x) for x in w)
-    c = Fraction(0)
-    cf = 0.0
-    totf = math.fsum(w)
-    for i in order:
-        k = min(math.floor(M * c / total), M - 1)
-        kf = min(math.floor(M * cf / totf), M - 1)
-        assert k == kf, "weighted quantile edge depends on float rounding; change the data"
-        b[i] = k
-        c += Fraction(w[i])
-        cf += w[i]
-    return b
+        return np.percentile(p, q)
+    return np.percentile(p, q, weights=w, method="inverted_cdf")
+
+
+def quantile_bins(p, y, M, w=None):
+    return np.searchsorted(quantile_edges(p, M, w)[1:-1], p, side="left")
 
 
 def bins_of(p, y, M, strategy, w):
@@ -83,7 +72,15 @@ def ece(p, y, M=15, strategy="uniform", w=None):
     n = math.fsum(b["weight"] for b in bins)
     if len(p) == 0 or n == 0:
         return None
-    return math.fsum(abs(b["err"]) for b in bins) / n
+    v = math.fsum(abs(b["err"]) for b in bins) / n
+    if strategy == "quantile" and w is None:
+        # scikit-learn's own bins: ECE = sum_b n_b/N |frac_pos_b - mean_p_b| over non-empty bins.
+        from sklearn.calibration import calibration_curve
+        prob_true, prob_pred = calibration_curve(y, p, n_bins=M, strategy="quantile")
+        counts = [b["count"] for b in bins if b["count"] > 0]
+        ref = sum(c / len(p) * abs(t - q) for c, t, q in zip(counts, prob_true, prob_pred))
+        assert abs(ref - v) < 1e-12, (ref, v)
+    return v
 
 
 def mce(p, y, M=15, strategy="uniform", w=None):
@@ -100,7 +97,8 @@ def reliability(p, y, M=15, strategy="uniform", w=None):
         if strategy == "uniform":
             lo, hi = k / M, (k + 1) / M
         else:
-            lo, hi = b["pmin"], b["pmax"]
+            e = quantile_edges(p, M, w)
+            lo, hi = float(e[k]), float(e[k + 1])
         empty = b["weight"] == 0
         rows.append(
             [
@@ -243,11 +241,11 @@ def value_sections():
             (f"{fn}(p, y, 5, 'uniform')", ref(p, y, 5), "5 uniform bins: p on the edges 0.2/0.4/0.6/0.8 go up, 1.0 to the last bin"),
             (f"{fn}(p, y, 1)", ref(p, y, 1), "one bin"),
             (f"{fn}(p, y, 10000)", ref(p, y, 10000), "n_bins 10000 (the maximum)"),
-            (f"{fn}(p, y, 10, 'quantile')", ref(p, y, 10, "quantile"), "10 quantile bins: np.array_split sizes 4,4,3,...,3"),
-            (f"{fn}(p, y, 7, 'quantile')", ref(p, y, 7, "quantile"), "7 quantile bins: sizes 5,5,5,5,4,4,4; ties in p cut by y"),
+            (f"{fn}(p, y, 10, 'quantile')", ref(p, y, 10, "quantile"), "10 quantile bins: edges np.percentile(p, linspace(0,1,11)*100), right-closed"),
+            (f"{fn}(p, y, 7, 'quantile')", ref(p, y, 7, "quantile"), "7 quantile bins: equal p always share a bin (searchsorted side=left)"),
             (f"{fn}(p, y, 40, 'quantile')", ref(p, y, 40, "quantile"), "more bins than rows: one row per bin, trailing bins empty"),
             (f"{fn}(p, y, 10, 'uniform', w)", ref(p, y, 10, "uniform", w), "weighted, uniform"),
-            (f"{fn}(p, y, 4, 'quantile', w)", ref(p, y, 4, "quantile", w), "weighted quantile: bin = min(floor(4*C/N), 3), rows sorted by (p, y, w)"),
+            (f"{fn}(p, y, 4, 'quantile', w)", ref(p, y, 4, "quantile", w), "weighted quantile: edges np.percentile(p, ..., weights=w, method='inverted_cdf')"),
             (f"{fn}(p, y, 6, 'quantile', w)", ref(p, y, 6, "quantile", w), "weighted quantile, 6 bins"),
         ]
         for sql, v, what in calls:
@@ -291,7 +289,7 @@ def value_sections():
                     ("ece(p, y, 7, 'quantile', w)", ece(gp, gy, 7, "quantile", gw)),
                     ("mce(p, y, 13, 'quantile')", mce(gp, gy, 13, "quantile")),
                     ("mce(p, y, 9, 'quantile', w)", mce(gp, gy, 9, "quantile", gw))):
-        part.append(_close_from(call, "g", v, f"g: 1000 rows, 101 distinct p (ties cut by y, then w), batches of 3 over 4 partitions: {fmt(v)}"))
+        part.append(_close_from(call, "g", v, f"g: 1000 rows, 101 distinct p (ties never split), batches of 3 over 4 partitions: {fmt(v)}"))
     part.append(rel_block("reliability(p, y, 4, 'quantile', w)", "g", reliability(gp, gy, 4, "quantile", gw),
                           "g: weighted quantile reliability over 1000 rows"))
     return nulls, group, filt, wts, opt, typ, part
@@ -309,7 +307,7 @@ def rel_blocks():
     out.append(rel_block("reliability(p, y, 3, 'uniform', w)", "t", reliability(p, y, 3, "uniform", w),
                          "weighted: weight = sum w, mean_p = sum w*p / sum w, frac_pos = sum w*y / sum w"))
     out.append(rel_block("reliability(p, y, 3, 'quantile', w)", "t", reliability(p, y, 3, "quantile", w),
-                         "weighted quantile bins: bin = min(floor(3*C/N), 2)"))
+                         "weighted quantile bins: inverted-CDF edges, right-closed"))
     m = (p < 0.25) | (p > 0.8)
     out.append(rel_block("reliability(p, y, 4)", "t WHERE p < 0.25 OR p > 0.8", reliability(p[m], y[m], 4),
                          "empty uniform bins are listed with count 0, weight 0 and NULL means"))

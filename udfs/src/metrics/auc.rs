@@ -1,7 +1,7 @@
 //! `auc`: exact ROC AUC as the (weighted) Mann–Whitney statistic, ties counted one half.
 //!
-//! AUC needs every value, so the state is the rows (see [`crate::values`]); `size()` reports
-//! them to the memory pool.
+//! AUC needs every value, so the state is the rows (see [`crate::values`]: 8 bytes an
+//! unweighted row); `size()` reports them to the memory pool.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
-use crate::common::{f64_list_type, Arg, CallShape};
+use crate::common::{f64_list_type, weight_col, Arg, CallShape};
 use crate::kernel::{kernel_udaf_common, Kernel};
-use crate::values::{sort_rows, Row, ValueStore};
+use crate::values::{Rows, ValueStore};
 
 const SHAPE: CallShape = CallShape {
     name: "auc",
@@ -72,7 +72,7 @@ impl Auc {
             "auc",
             0,
             1,
-            (args.exprs.len() > 2).then_some(2),
+            weight_col(args.exprs, 2),
         )))
     }
 }
@@ -86,7 +86,7 @@ impl AggregateUDFImpl for Auc {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(["p", "y", "w"]
+        Ok(["neg_p", "pos_p", "neg_w", "pos_w"]
             .iter()
             .map(|s| {
                 Arc::new(Field::new(
@@ -103,28 +103,59 @@ impl AggregateUDFImpl for Auc {
     }
 }
 
-/// Weighted Mann–Whitney AUC of rows; None when a class has no weight.
-pub(crate) fn auc_of(rows: &mut [Row]) -> Option<f64> {
-    sort_rows(rows);
-    let (mut neg_below, mut num) = (0.0, 0.0);
-    let (mut pos_total, mut neg_total) = (0.0, 0.0);
-    let mut i = 0;
-    while i < rows.len() {
-        let (mut pos, mut neg) = (0.0, 0.0);
-        let mut j = i;
-        while j < rows.len() && rows[j][0] == rows[i][0] {
-            if rows[j][1] == 1.0 {
-                pos += rows[j][2];
-            } else {
-                neg += rows[j][2];
+/// Mann–Whitney AUC of a group's rows, ties counted one half; None when a class has no
+/// weight. Unweighted, the count is exact (integers); weighted, sums of weights.
+pub(crate) fn auc_of(rows: &mut Rows) -> Option<f64> {
+    rows.sort();
+    let [neg, pos] = &rows.p;
+    let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
+    // Sweep both sorted classes in step, one distinct score at a time.
+    let (mut i, mut j) = (0, 0);
+    if !weighted {
+        let (mut neg_below, mut num2) = (0u128, 0u128);
+        while i < neg.len() || j < pos.len() {
+            let v = match (neg.get(i), pos.get(j)) {
+                (Some(a), Some(b)) => a.min(*b),
+                (Some(a), None) => *a,
+                (None, Some(b)) => *b,
+                (None, None) => unreachable!(),
+            };
+            let (i0, j0) = (i, j);
+            while i < neg.len() && neg[i] == v {
+                i += 1;
             }
+            while j < pos.len() && pos[j] == v {
+                j += 1;
+            }
+            let (n_eq, p_eq) = ((i - i0) as u128, (j - j0) as u128);
+            num2 += p_eq * (2 * neg_below + n_eq);
+            neg_below += n_eq;
+        }
+        let (n, p) = (neg.len() as u128, pos.len() as u128);
+        return (n > 0 && p > 0).then(|| num2 as f64 / (2 * n * p) as f64);
+    }
+    let [wn, wp] = &rows.w;
+    let (mut neg_below, mut num, mut pos_total, mut neg_total) = (0.0, 0.0, 0.0, 0.0);
+    while i < neg.len() || j < pos.len() {
+        let v = match (neg.get(i), pos.get(j)) {
+            (Some(a), Some(b)) => a.min(*b),
+            (Some(a), None) => *a,
+            (None, Some(b)) => *b,
+            (None, None) => unreachable!(),
+        };
+        let (mut n_eq, mut p_eq) = (0.0, 0.0);
+        while i < neg.len() && neg[i] == v {
+            n_eq += wn[i];
+            i += 1;
+        }
+        while j < pos.len() && pos[j] == v {
+            p_eq += wp[j];
             j += 1;
         }
-        num += pos * (neg_below + 0.5 * neg);
-        neg_below += neg;
-        pos_total += pos;
-        neg_total += neg;
-        i = j;
+        num += p_eq * (neg_below + 0.5 * n_eq);
+        neg_below += n_eq;
+        pos_total += p_eq;
+        neg_total += n_eq;
     }
     (pos_total > 0.0 && neg_total > 0.0).then(|| num / (pos_total * neg_total))
 }

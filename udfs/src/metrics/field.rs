@@ -23,7 +23,7 @@ use hashbrown::HashMap;
 
 use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
-    for_each_row, list_parts, literal_checked, usable_rows, Arg, CallShape,
+    for_each_row, list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
 use crate::kernel::{kernel_udaf_common, Kernel};
 
@@ -131,7 +131,7 @@ impl FieldMetric {
     fn kernel(&self, args: &AccumulatorArgs) -> Result<FieldKernel> {
         let func = self.shape().name;
         let (eps, w_col) = match self.kind {
-            FieldKind::Ece => (0.0, (args.exprs.len() > 3).then_some(3)),
+            FieldKind::Ece => (0.0, weight_col(args.exprs, 3)),
             FieldKind::Rce => {
                 let eps = match args.exprs.get(3) {
                     Some(e) => literal_checked(func, "eps", e, "finite and >= 0", |x| {
@@ -139,7 +139,7 @@ impl FieldMetric {
                     })?,
                     None => DEFAULT_RCE_EPS,
                 };
-                (eps, (args.exprs.len() > 4).then_some(4))
+                (eps, weight_col(args.exprs, 4))
             }
         };
         let field_type = args.expr_fields[2].data_type().clone();

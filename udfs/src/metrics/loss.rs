@@ -1,7 +1,8 @@
-//! `logloss`, `brier` and `ips_logloss`: means of a per-row loss.
+//! `logloss`, `brier`, `ips_logloss` and `normalized_entropy`: means of a per-row loss.
 //!
 //! State per group: Σw and Σw·loss (two Float64 fields); the result is their ratio, NULL when
-//! Σw is 0 (no usable row, or every weight 0).
+//! Σw is 0 (no usable row, or every weight 0). `normalized_entropy` also keeps Σw·y, for the
+//! entropy of the base rate it divides by.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use datafusion_macros::user_doc;
 
 use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
-    for_each_row, literal_checked, usable_rows, Arg, CallShape,
+    for_each_row, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
 use crate::kernel::{kernel_udaf_common, Kernel};
 
@@ -30,6 +31,7 @@ pub enum LossKind {
     LogLoss,
     Brier,
     IpsLogLoss,
+    NormalizedEntropy,
 }
 
 #[user_doc(
@@ -108,6 +110,30 @@ is usable.",
 )]
 struct IpsLogLossDoc;
 
+#[user_doc(
+    doc_section(label = "Calibration Metrics"),
+    description = "Normalized entropy, the CTR models' \"NE\" (He et al. 2014): the mean log loss divided by the \
+entropy of the base rate `r = Σ w·y / Σ w`, i.e. `logloss / −[r ln r + (1−r) ln(1−r)]`; below 1 the model beats \
+predicting the base rate. Equal to 1 − scikit-learn's `d2_log_loss_score`. p is clipped as in `logloss` (eps = \
+2.220446049250313e-16). NULL when no row is usable or the base rate is 0 or 1.",
+    syntax_example = "normalized_entropy(p, y [, w])",
+    sql_example = r#"```sql
+> SELECT round(normalized_entropy(p, y), 6) AS ne FROM (VALUES (0.2, 0), (0.6, 1), (0.3, 0), (0.9, 1)) AS t(p, y);
++----------+
+| ne       |
++----------+
+| 0.431367 |
++----------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "w",
+        description = "Optional row weight, finite and >= 0. Default 1."
+    )
+)]
+struct NormalizedEntropyDoc;
+
 /// `logloss`, `brier` or `ips_logloss`.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct MeanLoss {
@@ -142,6 +168,11 @@ impl MeanLoss {
                 required: &[Arg::Num("p"), Arg::Label("y"), Arg::Num("propensity")],
                 optional: &[Arg::LitNum("clip"), Arg::LitNum("eps")],
             },
+            LossKind::NormalizedEntropy => CallShape {
+                name: "normalized_entropy",
+                required: &[Arg::Num("p"), Arg::Label("y")],
+                optional: &[Arg::Num("w")],
+            },
         }
     }
 
@@ -156,8 +187,9 @@ impl MeanLoss {
             }
         };
         let (eps, clip, w_col) = match self.kind {
-            LossKind::LogLoss => (eps_at(2)?, 0.0, (args.exprs.len() > 3).then_some(3)),
-            LossKind::Brier => (0.0, 0.0, (args.exprs.len() > 2).then_some(2)),
+            LossKind::LogLoss => (eps_at(2)?, 0.0, weight_col(args.exprs, 3)),
+            LossKind::Brier => (0.0, 0.0, weight_col(args.exprs, 2)),
+            LossKind::NormalizedEntropy => (DEFAULT_EPS, 0.0, weight_col(args.exprs, 2)),
             LossKind::IpsLogLoss => {
                 let clip = match args.exprs.get(3) {
                     Some(e) => {
@@ -176,6 +208,7 @@ impl MeanLoss {
             w_col,
             sw: vec![],
             sl: vec![],
+            sy: vec![],
         })
     }
 }
@@ -189,18 +222,20 @@ impl AggregateUDFImpl for MeanLoss {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(
-                format_state_name(args.name, "sum_w"),
-                DataType::Float64,
-                true,
-            )),
-            Arc::new(Field::new(
-                format_state_name(args.name, "sum_loss"),
-                DataType::Float64,
-                true,
-            )),
-        ])
+        let names: &[&str] = match self.kind {
+            LossKind::NormalizedEntropy => &["sum_w", "sum_loss", "sum_wy"],
+            _ => &["sum_w", "sum_loss"],
+        };
+        Ok(names
+            .iter()
+            .map(|n| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, n),
+                    DataType::Float64,
+                    true,
+                ))
+            })
+            .collect())
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -208,6 +243,7 @@ impl AggregateUDFImpl for MeanLoss {
             LossKind::LogLoss => LogLossDoc.doc(),
             LossKind::Brier => BrierDoc.doc(),
             LossKind::IpsLogLoss => IpsLogLossDoc.doc(),
+            LossKind::NormalizedEntropy => NormalizedEntropyDoc.doc(),
         }
     }
 }
@@ -221,6 +257,13 @@ struct LossKernel {
     w_col: Option<usize>,
     sw: Vec<f64>,
     sl: Vec<f64>,
+    /// Σw·y per group (`normalized_entropy` only; empty for the others).
+    sy: Vec<f64>,
+}
+
+/// The entropy of a base rate r in (0, 1), in nats.
+fn entropy(r: f64) -> f64 {
+    -(r * r.ln() + (1.0 - r) * (-r).ln_1p())
 }
 
 /// `−[y ln p + (1−y) ln(1−p)]` for a label y in {0, 1} and p clipped to [eps, 1−eps].
@@ -254,6 +297,7 @@ impl Kernel for LossKernel {
         Ok(Self {
             sw: vec![],
             sl: vec![],
+            sy: vec![],
             ..*self
         })
     }
@@ -262,6 +306,9 @@ impl Kernel for LossKernel {
         if self.sw.len() < n {
             self.sw.resize(n, 0.0);
             self.sl.resize(n, 0.0);
+            if self.kind == LossKind::NormalizedEntropy {
+                self.sy.resize(n, 0.0);
+            }
         }
     }
 
@@ -290,11 +337,12 @@ impl Kernel for LossKernel {
         }
         let mask = usable_rows(&data, filter);
         let one_group = self.sw.len() == 1;
-        let (sw, sl) = (&mut self.sw, &mut self.sl);
+        let ne = kind == LossKind::NormalizedEntropy;
+        let (sw, sl, sy) = (&mut self.sw, &mut self.sl, &mut self.sy);
         // (p, y, weight or propensity) of a checked row → (weight, loss).
         let row_loss = |pi: f64, yi: f64, xi: f64| -> (f64, f64) {
             match kind {
-                LossKind::LogLoss => (xi, log_loss_row(pi, yi, eps)),
+                LossKind::LogLoss | LossKind::NormalizedEntropy => (xi, log_loss_row(pi, yi, eps)),
                 LossKind::Brier => (xi, (yi - pi) * (yi - pi)),
                 LossKind::IpsLogLoss => (1.0, ips_loss_row(pi, yi, xi.max(clip), eps)),
             }
@@ -304,6 +352,9 @@ impl Kernel for LossKernel {
             let (w, l) = row_loss(pi, yi, xi);
             sw[g] += w;
             sl[g] += w * l;
+            if ne {
+                sy[g] += w * yi;
+            }
         };
         let extra_ok = |x: &[f64]| match kind {
             LossKind::IpsLogLoss => x.iter().fold(true, |ok, &q| ok & (q > 0.0) & (q <= 1.0)),
@@ -341,30 +392,52 @@ impl Kernel for LossKernel {
                 self.sl[g] += l.value(r);
             }
         }
+        if let Some(y) = states.get(2) {
+            let y = y.as_primitive::<Float64Type>();
+            for (r, &g) in groups.iter().enumerate() {
+                if y.is_valid(r) {
+                    self.sy[g] += y.value(r);
+                }
+            }
+        }
         Ok(())
     }
 
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        Ok(vec![
+        let mut out: Vec<ArrayRef> = vec![
             Arc::new(Float64Array::from(self.sw[range.clone()].to_vec())),
-            Arc::new(Float64Array::from(self.sl[range].to_vec())),
-        ])
+            Arc::new(Float64Array::from(self.sl[range.clone()].to_vec())),
+        ];
+        if self.kind == LossKind::NormalizedEntropy {
+            out.push(Arc::new(Float64Array::from(self.sy[range].to_vec())));
+        }
+        Ok(out)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        Ok(Arc::new(
-            range
-                .map(|g| (self.sw[g] > 0.0).then(|| self.sl[g] / self.sw[g]))
-                .collect::<Float64Array>(),
-        ))
+        let value = |g: usize| -> Option<f64> {
+            let (w, l) = (self.sw[g], self.sl[g]);
+            if w <= 0.0 {
+                return None;
+            }
+            if self.kind != LossKind::NormalizedEntropy {
+                return Some(l / w);
+            }
+            let r = self.sy[g] / w;
+            (r > 0.0 && r < 1.0).then(|| (l / w) / entropy(r))
+        };
+        Ok(Arc::new(range.map(value).collect::<Float64Array>()))
     }
 
     fn drain(&mut self, n: usize) {
         self.sw.drain(..n);
         self.sl.drain(..n);
+        if self.kind == LossKind::NormalizedEntropy {
+            self.sy.drain(..n);
+        }
     }
 
     fn size(&self) -> usize {
-        (self.sw.capacity() + self.sl.capacity()) * size_of::<f64>()
+        (self.sw.capacity() + self.sl.capacity() + self.sy.capacity()) * size_of::<f64>()
     }
 }

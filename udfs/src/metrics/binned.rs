@@ -1,0 +1,747 @@
+//! The binned calibration metrics: `ece`, `mce` [Kweon et al. eq. 5–6], `reliability`, `ace`
+//! (adaptive calibration error, netcal) and `rmsce` (torchmetrics `norm='l2'`).
+//!
+//! All five share their binning ([`super::binning`]) and their state: per bin the row count,
+//! Σw, Σw·p, Σw·y, Σw·(y − p) (kept apart so a nearly calibrated bin loses no digits to
+//! cancellation) and Σw² (for the Kish effective size of `reliability`'s intervals).
+//! Fixed-edge strategies keep O(n_bins) sums per group; data-dependent ones (`'quantile'`,
+//! `'kumar'`) keep the rows ([`crate::values`]) and bin them when the group is finished.
+
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{
+    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, StructArray,
+};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{internal_err, Result};
+use datafusion_doc::DocSection;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+
+use super::binning::{quantile_edges, FixedBins, Strategy};
+use crate::common::{
+    all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
+    fixed_lists, for_each_row, list_parts, literal, literal_checked, n_bins, usable_rows,
+    weight_col, Arg, CallShape,
+};
+use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::scalars::wilson;
+use crate::stats::normal_quantile;
+use crate::values::{Rows, ValueStore};
+
+/// Default number of bins, as in Kweon et al. and Guo et al.
+pub const DEFAULT_BINS: usize = 15;
+/// Default confidence level of `reliability`'s intervals.
+pub const DEFAULT_LEVEL: f64 = 0.95;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinnedKind {
+    Ece,
+    Mce,
+    Reliability,
+    Ace,
+    Rmsce,
+}
+
+impl BinnedKind {
+    fn name(self) -> &'static str {
+        match self {
+            BinnedKind::Ece => "ece",
+            BinnedKind::Mce => "mce",
+            BinnedKind::Reliability => "reliability",
+            BinnedKind::Ace => "ace",
+            BinnedKind::Rmsce => "rmsce",
+        }
+    }
+
+    fn default_strategy(self) -> Strategy {
+        match self {
+            BinnedKind::Ace => Strategy::Quantile,
+            _ => Strategy::Uniform,
+        }
+    }
+}
+
+const OPTIONAL: &[Arg] = &[
+    Arg::LitInt("n_bins"),
+    Arg::LitStr("strategy"),
+    Arg::Num("w"),
+];
+const OPTIONAL_RELIABILITY: &[Arg] = &[
+    Arg::LitInt("n_bins"),
+    Arg::LitStr("strategy"),
+    Arg::Num("w"),
+    Arg::LitNum("level"),
+];
+
+fn shape(kind: BinnedKind) -> CallShape {
+    CallShape {
+        name: kind.name(),
+        required: &[Arg::Num("p"), Arg::Label("y")],
+        optional: match kind {
+            BinnedKind::Reliability => OPTIONAL_RELIABILITY,
+            _ => OPTIONAL,
+        },
+    }
+}
+
+const STRATEGY_DOC: &str = "The binning rule, a constant; each reproduces one tool's bins exactly, \
+including where values on a bin edge go (docs/SEMANTICS.md#binning-strategies): \
+`'uniform'` — bin `min(floor(p·M), M−1)`, i.e. `[k/M, (k+1)/M)` with the last bin closed; \
+`'quantile'` — equal-mass bins, edges `numpy.percentile(p, linspace(0, 1, M+1)·100)` (weighted: \
+`method='inverted_cdf'`), right-closed, = scikit-learn 1.9 `calibration_curve(strategy='quantile')`; \
+`'sklearn'` — `numpy.linspace(0, 1, M+1)` edges, right-closed, = scikit-learn 1.9 `calibration_curve(strategy='uniform')`; \
+`'netcal'` — netcal 1.4 `ECE(bins=M)`: p clipped to [ε, 1−ε], `linspace` edges, left-closed; \
+`'torchmetrics'` — torchmetrics 1.9 `binary_calibration_error(n_bins=M)`: `torch.linspace` edges, left-closed, \
+p = 1.0 in an (M+1)-th bin of its own; `'relplot'` — relplot 1.0 `binnedECE`: bin `int(p / (1/M))`, p = 1.0 in \
+an extra bin for most M; `'kumar'` — uncertainty-calibration 0.1 `get_ece(num_bins=M)`: edges `k/M`, \
+right-closed.";
+
+fn documentation(kind: BinnedKind) -> Documentation {
+    let (description, example) = match kind {
+        BinnedKind::Ece => (
+            "Expected calibration error (Kweon et al. eq. 5): `Σ_m |Σ_{i∈B_m} w_i (y_i − p_i)| / Σ w` over \
+n_bins bins of the predicted probability, i.e. `Σ_m W_m/N · |frac_pos_m − mean_p_m|`. The `strategy` names the \
+tool whose bins (and so whose number) it reproduces. Rows with a NULL `p`, `y` or `w` are skipped; NULL when no \
+row is usable or the total weight is 0.",
+            r#"```sql
+> SELECT ece(p, y) AS ece FROM (VALUES (0.1, 0), (0.2, 0), (0.8, 1), (0.9, 0)) AS t(p, y);
++------+
+| ece  |
++------+
+| 0.35 |
++------+
+```"#,
+        ),
+        BinnedKind::Mce => (
+            "Maximum calibration error (Kweon et al. eq. 6): the largest `|Σ w (y − p)| / Σ w` over the \
+non-empty bins (torchmetrics `norm='max'`). Binning as in `ece`. NULL when no row is usable.",
+            r#"```sql
+> SELECT mce(p, y) AS mce FROM (VALUES (0.1, 0), (0.2, 0), (0.8, 1), (0.9, 0)) AS t(p, y);
++-----+
+| mce |
++-----+
+| 0.9 |
++-----+
+```"#,
+        ),
+        BinnedKind::Reliability => (
+            "The reliability diagram as data: a list with one struct per bin, in bin order, \
+`{bin, lower, upper, count, weight, mean_p, frac_pos, frac_pos_lower, frac_pos_upper}`. Every bin is listed; an \
+empty bin has count 0 and NULL means. `lower`/`upper` are the bin's edges under the strategy's rule. \
+`frac_pos_lower`/`frac_pos_upper` are the Wilson score interval at confidence `level` around `frac_pos`, with n \
+the bin's row count (weighted: the Kish effective size `(Σw)²/Σw²`). Use `unnest` to get one row per bin.",
+            r#"```sql
+> SELECT r['bin'] AS bin, r['count'] AS n, r['mean_p'] AS mean_p, r['frac_pos'] AS frac_pos
+  FROM (SELECT unnest(reliability(p, y, 2)) AS r FROM (VALUES (0.25, 0), (0.75, 1), (0.75, 0)) AS t(p, y));
++-----+---+--------+----------+
+| bin | n | mean_p | frac_pos |
++-----+---+--------+----------+
+| 0   | 1 | 0.25   | 0.0      |
+| 1   | 2 | 0.75   | 0.5      |
++-----+---+--------+----------+
+```"#,
+        ),
+        BinnedKind::Ace => (
+            "Adaptive calibration error (Nixon et al. 2019): the mean over non-empty bins of \
+`|frac_pos − mean_p|`, every bin counting the same whatever its size. Default 15 equal-mass (`'quantile'`, \
+scikit-learn's percentile edges) bins; `ace(p, y, M, 'netcal')` is exactly netcal 1.4's `ACE(bins=M)`, which bins \
+by equal width. NULL when no row is usable.",
+            r#"```sql
+> SELECT ace(p, y, 2) AS ace FROM (VALUES (0.1, 0), (0.2, 0), (0.8, 1), (0.9, 0)) AS t(p, y);
++------+
+| ace  |
++------+
+| 0.25 |
++------+
+```"#,
+        ),
+        BinnedKind::Rmsce => (
+            "Root-mean-square calibration error: `sqrt(Σ_m W_m/N · (frac_pos_m − mean_p_m)²)` \
+(torchmetrics `binary_calibration_error(norm='l2')`). Binning as in `ece`. NULL when no row is usable.",
+            r#"```sql
+> SELECT round(rmsce(p, y, 2), 6) AS rmsce FROM (VALUES (0.1, 0), (0.3, 0), (0.8, 1), (0.6, 1)) AS t(p, y);
++----------+
+| rmsce    |
++----------+
+| 0.254951 |
++----------+
+```"#,
+        ),
+    };
+    let default_strategy = match kind.default_strategy() {
+        Strategy::Quantile => "Default `'quantile'`.",
+        _ => "Default `'uniform'`.",
+    };
+    let mut b = Documentation::builder(
+        DocSection {
+            include: true,
+            label: "Calibration Metrics",
+            description: None,
+        },
+        description,
+        shape(kind).usage(),
+    )
+    .with_sql_example(example)
+    .with_argument("p", "Predicted probability in [0, 1].")
+    .with_argument("y", "Observed label: Boolean or a number 0/1.")
+    .with_argument(
+        "n_bins",
+        "Number of bins, an integer constant in [1, 10000]. Default 15.",
+    )
+    .with_argument("strategy", format!("{STRATEGY_DOC} {default_strategy}"))
+    .with_argument("w", "Optional row weight, finite and >= 0. Default 1.");
+    if kind == BinnedKind::Reliability {
+        b = b.with_argument(
+            "level",
+            "Confidence level of the Wilson intervals, a constant in (0, 1). Default 0.95; usually \
+given by name: `reliability(p, y, level => 0.9)`.",
+        );
+    }
+    b.build()
+}
+
+/// `ece`, `mce`, `reliability`, `ace` or `rmsce`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Binned {
+    kind: BinnedKind,
+    signature: Signature,
+}
+
+impl Binned {
+    pub fn new(kind: BinnedKind) -> Self {
+        let mut f = Self {
+            kind,
+            signature: Signature::user_defined(Volatility::Immutable),
+        };
+        f.signature = f.shape().signature();
+        f
+    }
+
+    fn shape(&self) -> CallShape {
+        shape(self.kind)
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<BinnedKernel> {
+        let func = self.kind.name();
+        let m = match args.exprs.get(2) {
+            Some(e) => n_bins(func, e)?,
+            None => DEFAULT_BINS,
+        };
+        let strategy = match args.exprs.get(3) {
+            None => self.kind.default_strategy(),
+            Some(e) => Strategy::parse(func, &literal(func, "strategy", e)?)?,
+        };
+        let w_col = weight_col(args.exprs, 4);
+        let level = match args.exprs.get(5) {
+            Some(e) => literal_checked(func, "level", e, "in (0, 1)", |x| x > 0.0 && x < 1.0)?,
+            None => DEFAULT_LEVEL,
+        };
+        let fixed = (!strategy.data_dependent()).then(|| FixedBins::new(strategy, m));
+        Ok(BinnedKernel {
+            func,
+            kind: self.kind,
+            m: fixed.as_ref().map_or(m, FixedBins::n),
+            strategy,
+            fixed,
+            z: normal_quantile(1.0 - (1.0 - level) / 2.0),
+            w_col,
+            bins: vec![],
+            values: ValueStore::new(func, 0, 1, w_col),
+        })
+    }
+}
+
+/// The struct type of one `reliability` bin.
+pub fn reliability_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("bin", DataType::Int32, false),
+        Field::new("lower", DataType::Float64, true),
+        Field::new("upper", DataType::Float64, true),
+        Field::new("count", DataType::Int64, false),
+        Field::new("weight", DataType::Float64, false),
+        Field::new("mean_p", DataType::Float64, true),
+        Field::new("frac_pos", DataType::Float64, true),
+        Field::new("frac_pos_lower", DataType::Float64, true),
+        Field::new("frac_pos_upper", DataType::Float64, true),
+    ])
+}
+
+fn reliability_item() -> FieldRef {
+    Arc::new(Field::new_list_field(
+        DataType::Struct(reliability_fields()),
+        true,
+    ))
+}
+
+/// The state fields: six per-bin sum lists (fixed edges), then the four row lists of
+/// [`ValueStore`] (data-dependent edges); the unused half holds empty lists.
+const STATE_FIELDS: &[&str] = &[
+    "bin_count",
+    "bin_weight",
+    "bin_wp",
+    "bin_wy",
+    "bin_wd",
+    "bin_ww",
+    "neg_p",
+    "pos_p",
+    "neg_w",
+    "pos_w",
+];
+
+impl AggregateUDFImpl for Binned {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape().coerce(arg_types)?;
+        Ok(match self.kind {
+            BinnedKind::Reliability => DataType::List(reliability_item()),
+            _ => DataType::Float64,
+        })
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(STATE_FIELDS
+            .iter()
+            .map(|s| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, s),
+                    f64_list_type(),
+                    true,
+                ))
+            })
+            .collect())
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOCS: [OnceLock<Documentation>; 5] = [const { OnceLock::new() }; 5];
+        Some(DOCS[self.kind as usize].get_or_init(|| documentation(self.kind)))
+    }
+}
+
+/// Per-bin sums: row count, Σw, Σw·p, Σw·y, Σw·(y − p), Σw².
+type BinStats = [f64; 6];
+const NSTATS: usize = 6;
+const CNT: usize = 0;
+const W: usize = 1;
+const WP: usize = 2;
+const WY: usize = 3;
+const WD: usize = 4;
+const WW: usize = 5;
+
+#[inline(always)]
+fn stats_of(p: f64, y: f64, w: f64) -> BinStats {
+    [1.0, w, w * p, w * y, w * (y - p), w * w]
+}
+
+#[inline(always)]
+fn add(into: &mut BinStats, s: &BinStats) {
+    for k in 0..NSTATS {
+        into[k] += s[k];
+    }
+}
+
+/// Adds checked rows to the bins of a single group. Consecutive rows often land in the same
+/// bin, and each addition would wait for the previous one to reach memory; so row i goes to
+/// copy i mod `LANES` of the bins, and the copies are summed into `bins` at the end (one
+/// more rounding per bin and batch, well inside the 1e-12 relative the round-trip tests
+/// allow). With many bins collisions are rare and the copies would cost more to clear than
+/// they save: past 256 bins rows go straight to `bins`.
+fn add_rows_one_group(
+    bins: &mut [BinStats],
+    bin: impl Fn(f64) -> (usize, f64),
+    p: &[f64],
+    y: &[f64],
+    w: Option<&[f64]>,
+) {
+    const LANES: usize = 4;
+    let m = bins.len();
+    let mut lanes = vec![[0.0; NSTATS]; LANES * m];
+    for i in 0..p.len() {
+        let wi = w.map_or(1.0, |w| w[i]);
+        let (b, pi) = bin(p[i]);
+        add(&mut lanes[i % LANES * m + b], &stats_of(pi, y[i], wi));
+    }
+    for (b, into) in bins.iter_mut().enumerate() {
+        for k in 0..LANES {
+            add(into, &lanes[k * m + b]);
+        }
+    }
+}
+
+/// One bin of a finished group, with the edges `reliability` reports.
+struct Bin {
+    stats: BinStats,
+    lower: Option<f64>,
+    upper: Option<f64>,
+}
+
+#[derive(Debug)]
+struct BinnedKernel {
+    func: &'static str,
+    kind: BinnedKind,
+    /// Bins per group: `n_bins`, or one more for the rules that give p = 1.0 its own bin.
+    m: usize,
+    strategy: Strategy,
+    /// The rule of a fixed-edge strategy; None for data-dependent ones.
+    fixed: Option<FixedBins>,
+    /// `reliability`'s Wilson z for its `level`.
+    z: f64,
+    w_col: Option<usize>,
+    /// Fixed edges: `m` bins per group, group-major.
+    bins: Vec<BinStats>,
+    /// Data-dependent edges: the rows.
+    values: ValueStore,
+}
+
+impl BinnedKernel {
+    fn update_fixed(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let fixed = self.fixed.clone().expect("fixed-edge strategy");
+        // One copy of the loops per rule, so the uniform rule stays a multiply and a cast.
+        match fixed.strategy() {
+            Strategy::Uniform => {
+                let (m, mf) = (fixed.n(), fixed.n() as f64);
+                self.update_with(values, groups, filter, move |p| {
+                    (((p * mf) as usize).min(m - 1), p)
+                })
+            }
+            _ => self.update_with(values, groups, filter, move |p| fixed.bin(p)),
+        }
+    }
+
+    fn update_with(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+        bin: impl Fn(f64) -> (usize, f64),
+    ) -> Result<()> {
+        let func = self.func;
+        let m = self.m;
+        let p = f64s(&values[0]).values();
+        let y = f64s(&values[1]).values();
+        let w = self.w_col.map(|c| f64s(&values[c]).values());
+        let mut data = vec![&values[0], &values[1]];
+        if let Some(c) = self.w_col {
+            data.push(&values[c]);
+        }
+        let mask = usable_rows(&data, filter);
+        // Without GROUP BY every row goes to group 0: skip reading the group indices.
+        let one_group = self.bins.len() == m;
+        let bins = &mut self.bins;
+        let fast = mask.is_none()
+            && all_probabilities(p)
+            && all_labels(y)
+            && w.is_none_or(|w| all_weights(w));
+        if fast && one_group && m <= 256 {
+            add_rows_one_group(bins, bin, p, y, w.map(|w| &w[..]));
+            return Ok(());
+        }
+        let mut add_row = |i: usize, pi: f64, yi: f64, wi: f64| {
+            let g = if one_group { 0 } else { groups[i] };
+            let (b, pi) = bin(pi);
+            add(&mut bins[g * m + b], &stats_of(pi, yi, wi));
+        };
+        if fast {
+            match w {
+                None => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], 1.0)),
+                Some(w) => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], w[i])),
+            }
+            return Ok(());
+        }
+        for_each_row(p.len(), &mask, |i| {
+            let pi = check_p(func, "p", p[i])?;
+            let yi = check_y(func, y[i])?;
+            let wi = match w {
+                Some(w) => check_w(func, w[i])?,
+                None => 1.0,
+            };
+            add_row(i, pi, yi, wi);
+            Ok(())
+        })
+    }
+
+    /// The bins of group `g`, in bin order.
+    fn group_bins(&mut self, g: usize) -> Vec<Bin> {
+        let m = self.m;
+        match &self.fixed {
+            Some(fixed) => self.bins[g * m..(g + 1) * m]
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let (lower, upper) = fixed.edges(k);
+                    Bin {
+                        stats: *s,
+                        lower: Some(lower),
+                        upper: Some(upper),
+                    }
+                })
+                .collect(),
+            None => quantile_bins(&mut self.values.groups[g], m),
+        }
+    }
+}
+
+/// Bins a group's rows by `'quantile'` edges computed from them. A row goes to the number of
+/// inner edges strictly below its p (`searchsorted(…, side='left')`), so equal p always
+/// share a bin; equal edges leave empty bins between them.
+fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
+    let mut out: Vec<Bin> = (0..m)
+        .map(|_| Bin {
+            stats: [0.0; NSTATS],
+            lower: None,
+            upper: None,
+        })
+        .collect();
+    if rows.len() == 0 {
+        return out;
+    }
+    rows.sort();
+    let edges = quantile_edges(rows, m);
+    let inner = &edges[1..m];
+    for (k, bin) in out.iter_mut().enumerate() {
+        bin.lower = Some(edges[k]);
+        bin.upper = Some(edges[k + 1]);
+    }
+    for c in 0..2 {
+        let y = c as f64;
+        let (ps, ws) = (&rows.p[c], &rows.w[c]);
+        // Rows are sorted: walk the edges along with them.
+        let mut b = 0;
+        for (i, &p) in ps.iter().enumerate() {
+            while b < inner.len() && inner[b] < p {
+                b += 1;
+            }
+            let w = ws.get(i).copied().unwrap_or(1.0);
+            add(&mut out[b.min(m - 1)].stats, &stats_of(p, y, w));
+        }
+    }
+    out
+}
+
+fn total_weight(bins: &[Bin]) -> f64 {
+    bins.iter().map(|b| b.stats[W]).sum()
+}
+
+/// The non-empty bins' `|frac_pos − mean_p|`.
+fn gaps(bins: &[Bin]) -> impl Iterator<Item = f64> + '_ {
+    bins.iter()
+        .filter(|b| b.stats[W] > 0.0)
+        .map(|b| b.stats[WD].abs() / b.stats[W])
+}
+
+fn ece_of(bins: &[Bin]) -> Option<f64> {
+    let n = total_weight(bins);
+    (n > 0.0).then(|| bins.iter().map(|b| b.stats[WD].abs()).sum::<f64>() / n)
+}
+
+fn mce_of(bins: &[Bin]) -> Option<f64> {
+    gaps(bins).reduce(f64::max)
+}
+
+fn ace_of(bins: &[Bin]) -> Option<f64> {
+    let (sum, k) = gaps(bins).fold((0.0, 0usize), |(s, k), g| (s + g, k + 1));
+    (k > 0).then(|| sum / k as f64)
+}
+
+fn rmsce_of(bins: &[Bin]) -> Option<f64> {
+    let n = total_weight(bins);
+    (n > 0.0).then(|| {
+        let s: f64 = bins
+            .iter()
+            .filter(|b| b.stats[W] > 0.0)
+            .map(|b| b.stats[WD] * b.stats[WD] / b.stats[W])
+            .sum();
+        (s / n).sqrt()
+    })
+}
+
+/// A list of reliability structs, one list per group (NULL for a group with no rows).
+fn reliability_array(groups: Vec<Vec<Bin>>, z: f64) -> Result<ArrayRef> {
+    let mut valid = Vec::with_capacity(groups.len());
+    let mut lens = Vec::with_capacity(groups.len());
+    let (mut bin, mut lower, mut upper, mut count) = (vec![], vec![], vec![], vec![]);
+    let (mut weight, mut mean_p, mut frac_pos) = (vec![], vec![], vec![]);
+    let (mut frac_lo, mut frac_hi) = (vec![], vec![]);
+    for bins in &groups {
+        // NULL like ece/mce when no row is usable or the total weight is 0.
+        let has_rows = bins.iter().any(|b| b.stats[W] > 0.0);
+        valid.push(has_rows);
+        if !has_rows {
+            lens.push(0);
+            continue;
+        }
+        lens.push(bins.len());
+        for (k, b) in bins.iter().enumerate() {
+            let s = &b.stats;
+            bin.push(k as i32);
+            lower.push(b.lower);
+            upper.push(b.upper);
+            count.push(s[CNT] as i64);
+            weight.push(s[W]);
+            let nonempty = s[W] > 0.0;
+            let rate = s[WY] / s[W];
+            mean_p.push(nonempty.then(|| s[WP] / s[W]));
+            frac_pos.push(nonempty.then_some(rate));
+            // Kish effective size; equal to the count when every weight is 1.
+            let n_eff = s[W] * s[W] / s[WW];
+            let interval = nonempty.then(|| wilson(rate.clamp(0.0, 1.0), n_eff, z));
+            frac_lo.push(interval.map(|i| i.0));
+            frac_hi.push(interval.map(|i| i.1));
+        }
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(bin)),
+        Arc::new(Float64Array::from(lower)),
+        Arc::new(Float64Array::from(upper)),
+        Arc::new(Int64Array::from(count)),
+        Arc::new(Float64Array::from(weight)),
+        Arc::new(Float64Array::from(mean_p)),
+        Arc::new(Float64Array::from(frac_pos)),
+        Arc::new(Float64Array::from(frac_lo)),
+        Arc::new(Float64Array::from(frac_hi)),
+    ];
+    let structs = StructArray::try_new(reliability_fields(), columns, None)?;
+    Ok(Arc::new(ListArray::try_new(
+        reliability_item(),
+        OffsetBuffer::from_lengths(lens),
+        Arc::new(structs),
+        Some(NullBuffer::from(valid)),
+    )?))
+}
+
+/// `n` empty lists (the unused half of the state).
+fn empty_lists(n: usize) -> ArrayRef {
+    Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        OffsetBuffer::new_zeroed(n),
+        Arc::new(Float64Array::from(Vec::<f64>::new())),
+        None,
+    ))
+}
+
+impl Kernel for BinnedKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            func: self.func,
+            kind: self.kind,
+            m: self.m,
+            strategy: self.strategy,
+            fixed: self.fixed.clone(),
+            z: self.z,
+            w_col: self.w_col,
+            bins: vec![],
+            values: self.values.empty(),
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.fixed.is_some() {
+            if self.bins.len() < n * self.m {
+                self.bins.resize(n * self.m, [0.0; NSTATS]);
+            }
+        } else {
+            self.values.resize(n)
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        if self.fixed.is_some() {
+            self.bins.len() / self.m
+        } else {
+            self.values.num_groups()
+        }
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        if self.fixed.is_some() {
+            self.update_fixed(values, groups, filter)
+        } else {
+            self.values.update(values, groups, filter)
+        }
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        if self.fixed.is_none() {
+            return self.values.merge(&states[NSTATS..], groups);
+        }
+        let m = self.m;
+        let parts: Vec<(&[i32], &[f64])> = states[..NSTATS].iter().map(list_parts).collect();
+        for (r, &g) in groups.iter().enumerate() {
+            let (start, end) = (parts[0].0[r] as usize, parts[0].0[r + 1] as usize);
+            if end == start {
+                continue;
+            }
+            if end - start != m || parts.iter().any(|(o, _)| o[r] != parts[0].0[r]) {
+                return internal_err!(
+                    "{}: a partial state has {} bins, expected {m}",
+                    self.func,
+                    end - start
+                );
+            }
+            for b in 0..m {
+                let bin = &mut self.bins[g * m + b];
+                for (k, (_, v)) in parts.iter().enumerate() {
+                    bin[k] += v[start + b];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let n = range.len();
+        Ok(if self.fixed.is_some() {
+            let m = self.m;
+            let bins = &self.bins[range.start * m..range.end * m];
+            let mut out: Vec<ArrayRef> = (0..NSTATS)
+                .map(|k| fixed_lists(bins.iter().map(|s| s[k]).collect(), m))
+                .collect();
+            out.extend((0..4).map(|_| empty_lists(n)));
+            out
+        } else {
+            let mut out: Vec<ArrayRef> = (0..NSTATS).map(|_| empty_lists(n)).collect();
+            out.extend(self.values.state(range));
+            out
+        })
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let groups: Vec<Vec<Bin>> = range.map(|g| self.group_bins(g)).collect();
+        let scalar = |f: fn(&[Bin]) -> Option<f64>| -> ArrayRef {
+            Arc::new(groups.iter().map(|b| f(b)).collect::<Float64Array>())
+        };
+        Ok(match self.kind {
+            BinnedKind::Ece => scalar(ece_of),
+            BinnedKind::Mce => scalar(mce_of),
+            BinnedKind::Ace => scalar(ace_of),
+            BinnedKind::Rmsce => scalar(rmsce_of),
+            BinnedKind::Reliability => reliability_array(groups, self.z)?,
+        })
+    }
+
+    fn drain(&mut self, n: usize) {
+        if self.fixed.is_some() {
+            self.bins.drain(..n * self.m);
+        } else {
+            self.values.drain(n)
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.bins.capacity() * size_of::<BinStats>() + self.values.size()
+    }
+}

@@ -1,0 +1,343 @@
+//! How the binned metrics (`ece`, `mce`, `reliability`, `ace`, `rmsce`) put a probability in
+//! a bin: one [`Strategy`] per tool whose numbers we reproduce, each with its exact edge rule.
+//!
+//! Two kinds of rule:
+//! - **fixed edges** (`'uniform'`, `'sklearn'`, `'netcal'`, `'torchmetrics'`, `'relplot'`,
+//!   `'kumar'`): the bin of p depends on p alone, so a group keeps O(n_bins) sums;
+//! - **data-dependent edges** (`'quantile'`): the edges are order statistics of the group's
+//!   p, so a group keeps its rows ([`crate::values`]) and bins them at the end.
+//!
+//! Every float operation below mirrors the tool's own (numpy / torch) arithmetic, so values
+//! that fall exactly on an edge (0.3, 0.6, 1.0, …) land where the tool puts them.
+
+use datafusion_common::{plan_err, Result, ScalarValue};
+
+use crate::values::Rows;
+
+/// A binning rule, named by the tool whose numbers it reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// `min(floor(p·M), M−1)`: `[k/M, (k+1)/M)`, the last bin closed at 1.
+    Uniform,
+    /// scikit-learn `calibration_curve(strategy='quantile')`: numpy-percentile edges,
+    /// right-closed.
+    Quantile,
+    /// scikit-learn `calibration_curve(strategy='uniform')`: `linspace` edges, right-closed.
+    Sklearn,
+    /// netcal 1.4 `ECE(bins=M)`.
+    Netcal,
+    /// torchmetrics 1.9 `binary_calibration_error(n_bins=M)`.
+    Torchmetrics,
+    /// relplot 1.0 `binnedECE`: `int(p / (1/M))`.
+    Relplot,
+    /// uncertainty-calibration 0.1 `get_ece(num_bins=M)`: edges `k/M`, right-closed.
+    Kumar,
+}
+
+/// Every strategy's SQL name, in the order the docs list them.
+pub const STRATEGY_NAMES: &[&str] = &[
+    "uniform",
+    "quantile",
+    "sklearn",
+    "netcal",
+    "torchmetrics",
+    "relplot",
+    "kumar",
+];
+
+impl Strategy {
+    pub fn parse(func: &str, v: &ScalarValue) -> Result<Self> {
+        Ok(match v.try_as_str().flatten() {
+            Some("uniform") => Strategy::Uniform,
+            Some("quantile") => Strategy::Quantile,
+            Some("sklearn") => Strategy::Sklearn,
+            Some("netcal") => Strategy::Netcal,
+            Some("torchmetrics") => Strategy::Torchmetrics,
+            Some("relplot") => Strategy::Relplot,
+            Some("kumar") => Strategy::Kumar,
+            _ => {
+                return plan_err!(
+                    "{func}: argument strategy must be one of '{}', got {v}",
+                    STRATEGY_NAMES.join("', '")
+                )
+            }
+        })
+    }
+
+    /// Whether the edges depend on the data (the group keeps its rows).
+    pub fn data_dependent(self) -> bool {
+        self == Strategy::Quantile
+    }
+}
+
+/// `numpy.linspace(0, 1, m + 1)[k]`: `k · (1/m)`, the last one exactly 1.
+#[inline]
+pub(crate) fn linspace01(k: usize, m: usize) -> f64 {
+    if k == m {
+        1.0
+    } else {
+        k as f64 * (1.0 / m as f64)
+    }
+}
+
+/// The fixed-edge rules as a function of p: the bin index, the p the bin averages, and the
+/// edges `reliability` shows. `'torchmetrics'` and (for most M) `'relplot'` have one bin more
+/// than M: the tools give p = 1.0 a bin of its own.
+#[derive(Debug, Clone)]
+pub(crate) struct FixedBins {
+    strategy: Strategy,
+    m: usize,
+    mf: f64,
+    /// `fl(1/M)`, the step of relplot's rule.
+    step: f64,
+    /// The number of bins (M, or M + 1).
+    n: usize,
+    /// The edges the rule compares p with (strategy-specific, see `bin`).
+    cuts: Vec<f64>,
+    /// Lower and upper edge of each bin, as `reliability` reports them.
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+}
+
+impl FixedBins {
+    pub(crate) fn new(strategy: Strategy, m: usize) -> Self {
+        let step = 1.0 / m as f64;
+        let (n, cuts): (usize, Vec<f64>) = match strategy {
+            Strategy::Uniform => (m, (0..=m).map(|k| k as f64 / m as f64).collect()),
+            Strategy::Sklearn | Strategy::Netcal => {
+                (m, (0..=m).map(|k| linspace01(k, m)).collect())
+            }
+            Strategy::Torchmetrics => (m + 1, (0..=m).map(|k| torch_linspace01(k, m)).collect()),
+            // relplot: `int(1/s) + 1` bins (M + 1, or M when fl(1/s) < M: M = 93, 99, …).
+            Strategy::Relplot => ((1.0 / step) as usize + 1, vec![]),
+            // uncertainty-calibration: edges fl(k/M), one correctly rounded division.
+            Strategy::Kumar => (m, (0..=m).map(|k| k as f64 / m as f64).collect()),
+            Strategy::Quantile => unreachable!("data-dependent edges"),
+        };
+        let (mut lower, mut upper): (Vec<f64>, Vec<f64>) = match strategy {
+            Strategy::Relplot => (0..m)
+                .map(|k| (k as f64 * step, ((k + 1) as f64 * step).min(1.0)))
+                .unzip(),
+            _ => (0..m).map(|k| (cuts[k], cuts[k + 1])).unzip(),
+        };
+        if n > m {
+            // The extra bin of p = 1.0.
+            lower.push(1.0);
+            upper.push(1.0);
+        }
+        Self {
+            strategy,
+            m,
+            mf: m as f64,
+            step,
+            n,
+            cuts,
+            lower,
+            upper,
+        }
+    }
+
+    pub(crate) fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The number of bins.
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Lower and upper edge of bin k.
+    pub(crate) fn edges(&self, k: usize) -> (f64, f64) {
+        (self.lower[k], self.upper[k])
+    }
+
+    /// The bin of a probability p in [0, 1], and the p the bin averages (netcal clips it).
+    #[inline(always)]
+    pub(crate) fn bin(&self, p: f64) -> (usize, f64) {
+        let m = self.m;
+        match self.strategy {
+            Strategy::Uniform => (((p * self.mf) as usize).min(m - 1), p),
+            // searchsorted(edges[1:-1], p, side='left'): the inner edges strictly below p.
+            Strategy::Sklearn => (self.cuts[1..m].partition_point(|&e| e < p), p),
+            // p clipped to [ε, 1−ε], then histogram's left-closed bins.
+            Strategy::Netcal => {
+                let p = p.clamp(f64::EPSILON, 1.0 - f64::EPSILON);
+                (self.cuts[1..m].partition_point(|&e| e <= p), p)
+            }
+            // bucketize(right=True) − 1 over all M+1 edges: p = 1.0 gets bin M.
+            Strategy::Torchmetrics => (self.cuts[1..=m].partition_point(|&e| e <= p), p),
+            Strategy::Relplot => (((p / self.step) as usize).min(self.n - 1), p),
+            // searchsorted(fl(k/M) for k = 1..M, p, side='left').
+            Strategy::Kumar => (self.cuts[1..=m].partition_point(|&e| e < p), p),
+            Strategy::Quantile => unreachable!("data-dependent edges"),
+        }
+    }
+}
+
+/// `torch.linspace(0, 1, m + 1)[k]` in float64 on the CPU: torch computes the first half
+/// from the start (`k·step`) and the second half from the end (`1 − (m − k)·step`), which its
+/// vectorised (AVX2/AVX-512, NEON) kernels contract to one fused multiply-add. The scalar
+/// fallback kernel (`ATEN_CPU_CAPABILITY=default`) rounds twice and differs in the last bit
+/// for most M (first M = 15, 17, 20, …): calibsql follows the vectorised kernels, which is
+/// what torch runs on any current x86-64 or ARM machine.
+pub(crate) fn torch_linspace01(k: usize, m: usize) -> f64 {
+    let step = 1.0 / m as f64;
+    let halfway = m.div_ceil(2); // (m + 1) / 2: torch's `steps / 2`
+    if k < halfway {
+        k as f64 * step
+    } else {
+        (-step).mul_add((m - k) as f64, 1.0)
+    }
+}
+
+/// numpy's `_lerp`: `a + (b − a)·t`, computed from the far end when `t ≥ 0.5`.
+#[inline]
+fn np_lerp(a: f64, b: f64, t: f64) -> f64 {
+    let d = b - a;
+    if t >= 0.5 {
+        b - d * (1.0 - t)
+    } else {
+        a + d * t
+    }
+}
+
+/// The probabilities `q_k` numpy's percentile sees for scikit-learn's
+/// `np.percentile(p, np.linspace(0, 1, M+1) * 100)`: `(linspace · 100) / 100`.
+fn quantile_levels(m: usize) -> Vec<f64> {
+    (0..=m).map(|k| linspace01(k, m) * 100.0 / 100.0).collect()
+}
+
+/// The `k`-th smallest of the union of two sorted slices.
+fn kth_of_two(a: &[f64], b: &[f64], k: usize) -> f64 {
+    // The number i of elements taken from `a` among the k+1 smallest.
+    let (mut lo, mut hi) = ((k + 1).saturating_sub(b.len()), (k + 1).min(a.len()));
+    while lo < hi {
+        let i = (lo + hi) / 2;
+        let j = k + 1 - i; // taken from b
+                           // Too few from a if a[i] < b[j-1].
+        if j > 0 && i < a.len() && a[i] < b[j - 1] {
+            lo = i + 1;
+        } else {
+            hi = i;
+        }
+    }
+    let i = lo;
+    let j = k + 1 - i;
+    match (
+        i.checked_sub(1).map(|x| a[x]),
+        j.checked_sub(1).map(|x| b[x]),
+    ) {
+        (Some(x), Some(y)) => x.max(y),
+        (Some(x), None) => x,
+        (None, Some(y)) => y,
+        (None, None) => unreachable!("k < a.len() + b.len()"),
+    }
+}
+
+/// The M+1 edges of `'quantile'` bins over a group's sorted rows: numpy's
+/// `percentile(p, linspace(0, 1, M+1)*100)` (method `'linear'`) unweighted, and
+/// `percentile(p, …, weights=w, method='inverted_cdf')` weighted.
+pub(crate) fn quantile_edges(rows: &Rows, m: usize) -> Vec<f64> {
+    let [neg, pos] = &rows.p;
+    let n = neg.len() + pos.len();
+    let qs = quantile_levels(m);
+    let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
+    if !weighted {
+        let at = |i: usize| kth_of_two(neg, pos, i);
+        return qs
+            .iter()
+            .map(|&q| {
+                // numpy: virtual index (n−1)·q; at or past the end, the last value.
+                let vi = (n - 1) as f64 * q;
+                if vi >= (n - 1) as f64 {
+                    return at(n - 1);
+                }
+                let below = vi.floor();
+                let i = below as usize;
+                np_lerp(at(i), at(i + 1), vi - below)
+            })
+            .collect();
+    }
+    // Weighted: merge the two classes by score, then numpy's inverted CDF: the first value
+    // whose cumulative weight share reaches q (cdf = cumsum(w) / total, leading zeros → −1).
+    let merged = merge_sorted(rows);
+    let mut cdf = Vec::with_capacity(n);
+    let mut s = 0.0;
+    for &(_, w) in &merged {
+        s += w;
+        cdf.push(s);
+    }
+    let total = s;
+    for c in cdf.iter_mut() {
+        *c /= total;
+    }
+    if cdf.first() == Some(&0.0) {
+        for c in cdf.iter_mut() {
+            if *c == 0.0 {
+                *c = -1.0;
+            }
+        }
+    }
+    qs.iter()
+        .map(|&q| merged[cdf.partition_point(|&c| c < q).min(n - 1)].0)
+        .collect()
+}
+
+/// The rows of both classes merged by score (stable: negatives before positives on ties).
+pub(crate) fn merge_sorted(rows: &Rows) -> Vec<(f64, f64)> {
+    let [neg, pos] = &rows.p;
+    let w = |c: usize, i: usize| rows.w[c].get(i).copied().unwrap_or(1.0);
+    let mut out = Vec::with_capacity(neg.len() + pos.len());
+    let (mut i, mut j) = (0, 0);
+    while i < neg.len() || j < pos.len() {
+        if j >= pos.len() || (i < neg.len() && neg[i] <= pos[j]) {
+            out.push((neg[i], w(0, i)));
+            i += 1;
+        } else {
+            out.push((pos[j], w(1, j)));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(p: &[f64]) -> Rows {
+        let mut r = Rows::default();
+        r.p[0] = p.to_vec();
+        r.p[0].sort_by(f64::total_cmp);
+        r
+    }
+
+    #[test]
+    fn kth_of_two_is_the_merged_order_statistic() {
+        let a = [0.1, 0.2, 0.2, 0.5, 0.9];
+        let b = [0.0, 0.2, 0.3, 1.0];
+        let mut all: Vec<f64> = a.iter().chain(&b).copied().collect();
+        all.sort_by(f64::total_cmp);
+        for (k, v) in all.iter().enumerate() {
+            assert_eq!(kth_of_two(&a, &b, k), *v, "k = {k}");
+            assert_eq!(kth_of_two(&b, &a, k), *v, "k = {k}");
+            assert_eq!(kth_of_two(&all, &[], k), *v);
+            assert_eq!(kth_of_two(&[], &all, k), *v);
+        }
+    }
+
+    #[test]
+    fn quantile_edges_of_constant_p_are_all_equal() {
+        let e = quantile_edges(&rows(&[0.1; 10]), 10);
+        assert!(e.iter().all(|&x| x == 0.1));
+    }
+
+    #[test]
+    fn quantile_edges_interpolate_linearly() {
+        // numpy.percentile([0, 1, 2, 3], [0, 50, 100]) = [0, 1.5, 3]
+        assert_eq!(
+            quantile_edges(&rows(&[0.0, 1.0, 2.0, 3.0]), 2),
+            [0.0, 1.5, 3.0]
+        );
+    }
+}

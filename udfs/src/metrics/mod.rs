@@ -1,0 +1,16 @@
+//! The metric aggregates, one family per file:
+//! - [`binning`]: the bin rules of every tool whose numbers we reproduce (shared);
+//! - [`binned`]: `ece`, `mce`, `reliability`, `ace`, `rmsce`;
+//! - [`loss`]: `logloss`, `brier`, `ips_logloss`, `normalized_entropy`;
+//! - [`auc`]: exact ROC AUC;
+//! - [`field`]: `field_ece`, `field_rce`;
+//! - [`smooth`]: `smooth_ece` (relplot's smooth ECE);
+//! - [`debiased`]: `ece_debiased` (Kumar et al.'s debiased L2 error).
+
+pub mod auc;
+pub mod binned;
+pub mod binning;
+pub mod debiased;
+pub mod field;
+pub mod loss;
+pub mod smooth;

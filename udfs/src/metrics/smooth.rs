@@ -1,0 +1,499 @@
+//! `smooth_ece`: the smooth ECE of Błasiok & Nakkiran (2023), exactly as relplot 1.0.3's
+//! `smECE(p, y)` (bandwidth chosen by relplot's search) and `smECE_sigma(p, y, sigma)`.
+//!
+//! relplot rounds every row onto a grid of G points in [0, 1] (each row split linearly
+//! between its two neighbouring points), once for the residual p − y and once for the count;
+//! it then smooths both grids with a Gaussian kernel reflected at 0 and 1, interpolates them
+//! at E evaluation points and returns `Σ|r̂|·d̂ / Σd̂`. The grid sums are our state: they merge
+//! by addition. The grid size depends on the bandwidth σ, and the automatic bandwidth is only
+//! known at the end, so without `sigma` a group keeps the sums on all ten grid sizes the
+//! search can reach (332 KB); a group keeps its raw rows until they would take more room than
+//! that. See docs/SEMANTICS.md#smooth-ece for the algorithm step by step.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use datafusion_common::{internal_err, Result};
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
+use datafusion_macros::user_doc;
+
+use crate::common::{
+    check_p, check_y, f64_list_type, f64s, for_each_row, list_parts, literal_checked, usable_rows,
+    Arg, CallShape,
+};
+use crate::kernel::{kernel_udaf_common, Kernel};
+
+const SHAPE: CallShape = CallShape {
+    name: "smooth_ece",
+    required: &[Arg::Num("p"), Arg::Label("y")],
+    optional: &[Arg::LitNum("sigma")],
+};
+
+/// Smallest `sigma` accepted: the grid has about 10/σ points and the work grows with it.
+pub const MIN_SIGMA: f64 = 1e-4;
+
+#[user_doc(
+    doc_section(label = "Calibration Metrics"),
+    description = "Smooth ECE (Błasiok & Nakkiran 2023): the calibration error of the kernel-smoothed \
+reliability diagram, a consistent estimator with no bins to choose. Exactly relplot 1.0.3's `smECE(p, y)` \
+(the bandwidth σ chosen by relplot's fixed-point search, σ = smooth ECE(σ)) or, with `sigma`, \
+`smECE_sigma(p, y, sigma)`. Rows are rounded onto relplot's grid, so the state is bounded (332 KB per group \
+without `sigma`, 16 KB with σ ≥ 0.01). NULL when no row is usable.",
+    syntax_example = "smooth_ece(p, y [, sigma])",
+    sql_example = r#"```sql
+> SELECT round(smooth_ece(p, y, 0.1), 6) AS smece FROM (VALUES (0.1, 0), (0.3, 1), (0.6, 0), (0.9, 1)) AS t(p, y);
++-------+
+| smece |
++-------+
+| 0.282 |
++-------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "sigma",
+        description = "Kernel bandwidth, a constant >= 0.0001. Default: chosen as relplot's `smECE` does."
+    )
+)]
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct SmoothEce {
+    signature: Signature,
+}
+
+impl Default for SmoothEce {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SmoothEce {
+    pub fn new() -> Self {
+        Self {
+            signature: SHAPE.signature(),
+        }
+    }
+
+    fn shape(&self) -> CallShape {
+        SHAPE
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<SmoothKernel> {
+        let sigma = match args.exprs.get(2) {
+            Some(e) => Some(literal_checked(
+                "smooth_ece",
+                "sigma",
+                e,
+                "finite and >= 0.0001",
+                |x| x.is_finite() && x >= MIN_SIGMA,
+            )?),
+            None => None,
+        };
+        let sizes = match sigma {
+            Some(s) => vec![grid_size(s)],
+            None => search_grid_sizes(),
+        };
+        Ok(SmoothKernel::new(sigma, sizes))
+    }
+}
+
+impl AggregateUDFImpl for SmoothEce {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        SHAPE.coerce(arg_types)?;
+        Ok(DataType::Float64)
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        let mut fields: Vec<FieldRef> = ["rows_p", "rows_y", "grid_residual", "grid_count"]
+            .iter()
+            .map(|s| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, s),
+                    f64_list_type(),
+                    true,
+                ))
+            })
+            .collect();
+        fields.push(Arc::new(Field::new(
+            format_state_name(args.name, "n"),
+            DataType::Float64,
+            true,
+        )));
+        Ok(fields)
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.doc()
+    }
+}
+
+/// relplot's grid size for a bandwidth: `max(2000, round(20/σ)) // 2 + 1` (round half even).
+pub(crate) fn grid_size(sigma: f64) -> usize {
+    let n_raw = (20.0 / sigma).round_ties_even().max(2000.0);
+    n_raw as usize / 2 + 1
+}
+
+/// The bandwidths relplot's search may evaluate: 1 and k/1024 for k = 2..1023.
+fn search_sigmas() -> impl Iterator<Item = f64> {
+    std::iter::once(1.0).chain((2..1024).map(|k| k as f64 / 1024.0))
+}
+
+/// The distinct grid sizes of [`search_sigmas`] (ten of them), ascending.
+fn search_grid_sizes() -> Vec<usize> {
+    let mut sizes: Vec<usize> = search_sigmas().map(grid_size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
+/// Adds one row to a grid of `g` points: `(1 − frac)` of it at point b, `frac` at b + 1.
+#[inline]
+fn splat(residual: &mut [f64], count: &mut [f64], p: f64, y: f64) {
+    let g = residual.len();
+    let x = p * (g - 1) as f64;
+    let b = (x as usize).min(g - 2);
+    let frac = x - b as f64;
+    let v = p - y;
+    residual[b] += (1.0 - frac) * v;
+    residual[b + 1] += frac * v;
+    count[b] += 1.0 - frac;
+    count[b + 1] += frac;
+}
+
+/// One group: its raw rows while few, else its grid sums.
+#[derive(Debug, Default, Clone)]
+struct GroupState {
+    rows: Vec<(f64, f64)>,
+    /// Concatenated grids (residual sums), one per size; empty while the rows are kept.
+    residual: Vec<f64>,
+    count: Vec<f64>,
+    n: f64,
+}
+
+#[derive(Debug)]
+struct SmoothKernel {
+    sigma: Option<f64>,
+    sizes: Vec<usize>,
+    cells: usize,
+    groups: Vec<GroupState>,
+    bytes: usize,
+}
+
+impl SmoothKernel {
+    fn new(sigma: Option<f64>, sizes: Vec<usize>) -> Self {
+        let cells = sizes.iter().sum();
+        Self {
+            sigma,
+            sizes,
+            cells,
+            groups: vec![],
+            bytes: 0,
+        }
+    }
+
+    /// A group keeps raw rows (16 bytes each) until they would outgrow its grids.
+    fn raw_limit(&self) -> usize {
+        self.cells
+    }
+
+    fn add_row(&mut self, g: usize, p: f64, y: f64) {
+        let limit = self.raw_limit();
+        let (sizes, cells) = (&self.sizes, self.cells);
+        let st = &mut self.groups[g];
+        st.n += 1.0;
+        if st.residual.is_empty() {
+            let before = st.rows.capacity();
+            st.rows.push((p, y));
+            self.bytes += (st.rows.capacity() - before) * 16;
+            if st.rows.len() > limit {
+                self.bytes -= st.rows.capacity() * 16;
+                to_grids(st, sizes, cells);
+                self.bytes += cells * 16;
+            }
+            return;
+        }
+        add_to_grids(st, sizes, p, y);
+    }
+
+    fn group_value(&self, g: usize) -> Option<f64> {
+        let st = &self.groups[g];
+        if st.n == 0.0 {
+            return None;
+        }
+        let mut st = st.clone();
+        if st.residual.is_empty() {
+            to_grids(&mut st, &self.sizes, self.cells);
+        }
+        let grid = |size: usize| -> (&[f64], &[f64]) {
+            let start: usize = self.sizes.iter().take_while(|&&s| s != size).sum();
+            (
+                &st.residual[start..start + size],
+                &st.count[start..start + size],
+            )
+        };
+        let at = |sigma: f64| {
+            let (r, c) = grid(grid_size(sigma));
+            smooth_ece_at(sigma, r, c)
+        };
+        Some(match self.sigma {
+            Some(s) => at(s),
+            None => search(at),
+        })
+    }
+}
+
+fn to_grids(st: &mut GroupState, sizes: &[usize], cells: usize) {
+    st.residual = vec![0.0; cells];
+    st.count = vec![0.0; cells];
+    for (p, y) in std::mem::take(&mut st.rows) {
+        add_to_grids(st, sizes, p, y);
+    }
+}
+
+fn add_to_grids(st: &mut GroupState, sizes: &[usize], p: f64, y: f64) {
+    let mut start = 0;
+    for &size in sizes {
+        splat(
+            &mut st.residual[start..start + size],
+            &mut st.count[start..start + size],
+            p,
+            y,
+        );
+        start += size;
+    }
+}
+
+/// relplot's bandwidth search: bisection on σ ∈ (0, 1] for the fixed point σ = smECE(σ),
+/// ten halvings from [0, 1], returning the value at the upper end.
+fn search(mut at: impl FnMut(f64) -> f64) -> f64 {
+    const EPS: f64 = 0.001;
+    let mut cache: Vec<(f64, f64)> = vec![];
+    let mut value = |s: f64| -> f64 {
+        if let Some(&(_, v)) = cache.iter().find(|(x, _)| *x == s) {
+            return v;
+        }
+        let v = at(s);
+        cache.push((s, v));
+        v
+    };
+    let mut pred = |s: f64| s < EPS || s < value(s);
+    if pred(1.0) {
+        return value(1.0);
+    }
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..10 {
+        let mid = (hi + lo) / 2.0;
+        if pred(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    value(hi)
+}
+
+/// linspace(0, 1, n)[i] as numpy computes it.
+#[inline]
+fn linspace01(i: usize, n: usize) -> f64 {
+    if i == n - 1 {
+        1.0
+    } else {
+        i as f64 * (1.0 / (n - 1) as f64)
+    }
+}
+
+/// relplot's `smooth_ece(f, y, σ)` from the grid sums of size G: reflected Gaussian
+/// smoothing of both grids, linear interpolation at E points, `Σ|r̂|·d̂ / Σd̂` with
+/// `d̂ = smoothed count + 0.0001`.
+fn smooth_ece_at(sigma: f64, residual: &[f64], count: &[f64]) -> f64 {
+    let g = residual.len();
+    // The kernel: a Gaussian density centred on t = 0.5, t_d = linspace(0, 1, G)[d].
+    let norm = (2.0 * std::f64::consts::PI).sqrt() * sigma;
+    let ker: Vec<f64> = (0..g)
+        .map(|d| {
+            let t = linspace01(d, g) - 0.5;
+            (-t * t / (2.0 * (sigma * sigma))).exp() / norm
+        })
+        .collect();
+    // Entries that underflow to 0 add nothing: convolve with the non-zero span only.
+    let lo = ker.iter().position(|&k| k != 0.0).unwrap_or(0);
+    let hi = ker.iter().rposition(|&k| k != 0.0).unwrap_or(0);
+    let c = g / 2;
+    let reflect = |i: isize| -> usize {
+        let last = (g - 1) as isize;
+        (if i < 0 {
+            -i
+        } else if i > last {
+            2 * last - i
+        } else {
+            i
+        }) as usize
+    };
+    let mut memo: Vec<Option<(f64, f64)>> = vec![None; g];
+    let mut smoothed = |m: usize| -> (f64, f64) {
+        if let Some(v) = memo[m] {
+            return v;
+        }
+        let (mut r, mut n) = (0.0, 0.0);
+        for (d, &k) in ker.iter().enumerate().take(hi + 1).skip(lo) {
+            let j = reflect(m as isize + c as isize - d as isize);
+            r += k * residual[j];
+            n += k * count[j];
+        }
+        memo[m] = Some((r, n));
+        (r, n)
+    };
+    let e = (10.0 / sigma).round_ties_even().max(200.0) as usize;
+    let h = 1.0 / (g - 1) as f64;
+    let (mut num, mut den) = (0.0, 0.0);
+    for k in 0..e {
+        let t = linspace01(k, e);
+        let i = ((t * (g - 1) as f64) as usize).min(g - 2);
+        let res = (t - i as f64 * h) / h;
+        let (r0, n0) = smoothed(i);
+        let (r1, n1) = smoothed(i + 1);
+        let r = r0 * (1.0 - res) + r1 * res;
+        let d = n0 * (1.0 - res) + n1 * res + 0.0001;
+        num += (r / d).abs() * d;
+        den += d;
+    }
+    num / den
+}
+
+impl Kernel for SmoothKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self::new(self.sigma, self.sizes.clone()))
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.groups.len() < n {
+            self.groups.resize_with(n, GroupState::default);
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let p = f64s(&values[0]).values().clone();
+        let y = f64s(&values[1]).values().clone();
+        let mask = usable_rows(&[&values[0], &values[1]], filter);
+        for_each_row(p.len(), &mask, |i| {
+            let pi = check_p("smooth_ece", "p", p[i])?;
+            let yi = check_y("smooth_ece", y[i])?;
+            self.add_row(groups[i], pi, yi);
+            Ok(())
+        })
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let (o_p, rows_p) = list_parts(&states[0]);
+        let (o_y, rows_y) = list_parts(&states[1]);
+        let (o_r, grid_r) = list_parts(&states[2]);
+        let (o_c, grid_c) = list_parts(&states[3]);
+        let n = states[4].as_primitive::<Float64Type>();
+        for (r, &g) in groups.iter().enumerate() {
+            if n.is_null(r) {
+                continue;
+            }
+            let rows = o_p[r] as usize..o_p[r + 1] as usize;
+            let grid = o_r[r] as usize..o_r[r + 1] as usize;
+            if o_y[r + 1] - o_y[r] != o_p[r + 1] - o_p[r]
+                || o_c[r + 1] - o_c[r] != o_r[r + 1] - o_r[r]
+                || !(grid.is_empty() || grid.len() == self.cells)
+            {
+                return internal_err!("smooth_ece: malformed partial state");
+            }
+            for k in rows {
+                self.add_row(g, rows_p[k], rows_y[o_y[r] as usize + k - o_p[r] as usize]);
+            }
+            if !grid.is_empty() {
+                let (sizes, cells) = (&self.sizes, self.cells);
+                let st = &mut self.groups[g];
+                if st.residual.is_empty() {
+                    self.bytes -= st.rows.capacity() * 16;
+                    to_grids(st, sizes, cells);
+                    self.bytes += cells * 16;
+                }
+                let c0 = o_c[r] as usize;
+                for (k, j) in grid.enumerate() {
+                    st.residual[k] += grid_r[j];
+                    st.count[k] += grid_c[c0 + k];
+                }
+                st.n += n.value(r);
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let groups = &self.groups[range];
+        let list = |len: &dyn Fn(&GroupState) -> usize,
+                    vals: &dyn Fn(&GroupState) -> Vec<f64>|
+         -> ArrayRef {
+            let offsets = OffsetBuffer::from_lengths(groups.iter().map(len));
+            let values: Float64Array = groups.iter().flat_map(vals).collect();
+            Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(DataType::Float64, true)),
+                offsets,
+                Arc::new(values),
+                None,
+            ))
+        };
+        // A group with grids carries its row count in `n` (rows are counted as they merge).
+        let n: Float64Array = groups
+            .iter()
+            .map(|s| Some(if s.residual.is_empty() { 0.0 } else { s.n }))
+            .collect();
+        Ok(vec![
+            list(&|s| s.rows.len(), &|s| s.rows.iter().map(|r| r.0).collect()),
+            list(&|s| s.rows.len(), &|s| s.rows.iter().map(|r| r.1).collect()),
+            list(&|s| s.residual.len(), &|s| s.residual.clone()),
+            list(&|s| s.count.len(), &|s| s.count.clone()),
+            Arc::new(n),
+        ])
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        Ok(Arc::new(
+            range.map(|g| self.group_value(g)).collect::<Float64Array>(),
+        ))
+    }
+
+    fn drain(&mut self, n: usize) {
+        for st in self.groups.drain(..n) {
+            self.bytes -= st.rows.capacity() * 16 + st.residual.len() * 16;
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes + self.groups.capacity() * size_of::<GroupState>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_search_reaches_ten_grid_sizes() {
+        // docs/notes: {1001, 1025, 1139, 1281, 1464, 1707, 2049, 2561, 3414, 5121}
+        assert_eq!(
+            search_grid_sizes(),
+            [1001, 1025, 1139, 1281, 1464, 1707, 2049, 2561, 3414, 5121]
+        );
+        assert_eq!(grid_size(0.005), 2001);
+    }
+}
