@@ -105,7 +105,7 @@ async fn bad_calls_are_planning_errors_that_show_the_signature() {
         (format!("SELECT ece(p, y, 0) FROM {T}"), "ece: argument n_bins must be an integer in [1, 10000], got 0"),
         (format!("SELECT ece(p, y, 10001) FROM {T}"), "ece: argument n_bins must be an integer in [1, 10000], got 10001"),
         (format!("SELECT ece(p, y, 2.5) FROM {T}"), "ece: argument n_bins must be an integer in [1, 10000], got 2.5"),
-        (format!("SELECT mce(p, y, 10, 'foo') FROM {T}"), "mce: argument strategy must be 'uniform' or 'quantile', got foo"),
+        (format!("SELECT mce(p, y, 10, 'foo') FROM {T}"), "mce: argument strategy must be one of 'uniform', 'quantile', 'sklearn', 'netcal', 'torchmetrics', 'relplot', 'kumar', got foo"),
         (format!("SELECT ece(p, y, y) FROM {T}"), "ece: argument n_bins must be a constant"),
         (format!("SELECT logloss(p, y, w) FROM {T}"), "logloss: argument eps must be a constant"),
         (format!("SELECT logloss(p, y, 0.7) FROM {T}"), "logloss: argument eps must be in [0, 0.5), got 0.7"),

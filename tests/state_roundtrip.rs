@@ -91,8 +91,14 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     for name in ["ace", "rmsce"] {
         add(name, vec![c("p"), c("y")]);
         add(name, vec![c("p"), c("y"), lit(10i64), lit("uniform")]);
-        add(name, vec![c("p"), c("y"), lit(6i64), lit("quantile"), c("w")]);
-        add(name, vec![c("p"), c("y"), lit(8i64), lit("torchmetrics"), c("w")]);
+        add(
+            name,
+            vec![c("p"), c("y"), lit(6i64), lit("quantile"), c("w")],
+        );
+        add(
+            name,
+            vec![c("p"), c("y"), lit(8i64), lit("torchmetrics"), c("w")],
+        );
     }
     add(
         "reliability",

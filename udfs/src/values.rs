@@ -15,10 +15,82 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, ListArray};
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field};
+use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion_common::{internal_err, Result};
+use datafusion_expr::utils::format_state_name;
 
-use crate::common::{check_p, check_w, check_y, f64s, for_each_row, list_parts, usable_rows};
+use crate::common::{
+    check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_parts, usable_rows,
+};
+use crate::kernel::Kernel;
+
+/// The names of the four state fields of a [`ValueStore`].
+pub(crate) const STATE_NAMES: [&str; 4] = ["neg_p", "pos_p", "neg_w", "pos_w"];
+
+/// The state fields of an aggregate whose state is a [`ValueStore`].
+pub(crate) fn state_fields(name: &str) -> Vec<FieldRef> {
+    STATE_NAMES
+        .iter()
+        .map(|s| {
+            Arc::new(Field::new(
+                format_state_name(name, s),
+                f64_list_type(),
+                true,
+            ))
+        })
+        .collect()
+}
+
+/// A kernel whose state is the rows and whose value is `finish(rows)` (`auc`,
+/// `ece_debiased`).
+#[derive(Debug)]
+pub(crate) struct RowsKernel {
+    pub store: ValueStore,
+    pub finish: fn(&mut Rows) -> Option<f64>,
+}
+
+impl Kernel for RowsKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(RowsKernel {
+            store: self.store.empty(),
+            finish: self.finish,
+        })
+    }
+    fn resize(&mut self, n: usize) {
+        self.store.resize(n)
+    }
+    fn num_groups(&self) -> usize {
+        self.store.num_groups()
+    }
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        self.store.update(values, groups, filter)
+    }
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.store.merge(states, groups)
+    }
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        Ok(self.store.state(range))
+    }
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let finish = self.finish;
+        Ok(Arc::new(
+            range
+                .map(|g| finish(&mut self.store.groups[g]))
+                .collect::<Float64Array>(),
+        ))
+    }
+    fn drain(&mut self, n: usize) {
+        self.store.drain(n)
+    }
+    fn size(&self) -> usize {
+        self.store.size()
+    }
+}
 
 /// The rows of one group, split by label: index 0 the negatives, 1 the positives.
 #[derive(Debug, Default, Clone)]

@@ -3,20 +3,15 @@
 //! AUC needs every value, so the state is the rows (see [`crate::values`]: 8 bytes an
 //! unweighted row); `size()` reports them to the memory pool.
 
-use std::ops::Range;
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, BooleanArray, Float64Array};
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::datatypes::{DataType, FieldRef};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
-use crate::common::{f64_list_type, weight_col, Arg, CallShape};
-use crate::kernel::{kernel_udaf_common, Kernel};
-use crate::values::{Rows, ValueStore};
+use crate::common::{weight_col, Arg, CallShape};
+use crate::kernel::kernel_udaf_common;
+use crate::values::{self, Rows, RowsKernel, ValueStore};
 
 const SHAPE: CallShape = CallShape {
     name: "auc",
@@ -67,13 +62,11 @@ impl Auc {
         SHAPE
     }
 
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<AucKernel> {
-        Ok(AucKernel(ValueStore::new(
-            "auc",
-            0,
-            1,
-            weight_col(args.exprs, 2),
-        )))
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<RowsKernel> {
+        Ok(RowsKernel {
+            store: ValueStore::new("auc", 0, 1, weight_col(args.exprs, 2)),
+            finish: auc_of,
+        })
     }
 }
 
@@ -86,16 +79,7 @@ impl AggregateUDFImpl for Auc {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(["neg_p", "pos_p", "neg_w", "pos_w"]
-            .iter()
-            .map(|s| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, s),
-                    f64_list_type(),
-                    true,
-                ))
-            })
-            .collect())
+        Ok(values::state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -158,46 +142,4 @@ pub(crate) fn auc_of(rows: &mut Rows) -> Option<f64> {
         neg_total += n_eq;
     }
     (pos_total > 0.0 && neg_total > 0.0).then(|| num / (pos_total * neg_total))
-}
-
-#[derive(Debug)]
-struct AucKernel(ValueStore);
-
-impl Kernel for AucKernel {
-    fn empty(&self) -> Result<Self> {
-        Ok(AucKernel(self.0.empty()))
-    }
-    fn resize(&mut self, n: usize) {
-        self.0.resize(n)
-    }
-    fn num_groups(&self) -> usize {
-        self.0.num_groups()
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        self.0.update(values, groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.0.merge(states, groups)
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        Ok(self.0.state(range))
-    }
-    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        Ok(Arc::new(
-            range
-                .map(|g| auc_of(&mut self.0.groups[g]))
-                .collect::<Float64Array>(),
-        ))
-    }
-    fn drain(&mut self, n: usize) {
-        self.0.drain(n)
-    }
-    fn size(&self) -> usize {
-        self.0.size()
-    }
 }

@@ -30,7 +30,7 @@ use crate::common::{
 use crate::kernel::{kernel_udaf_common, Kernel};
 use crate::scalars::wilson;
 use crate::stats::normal_quantile;
-use crate::values::{Rows, ValueStore};
+use crate::values::{self, Rows, ValueStore};
 
 /// Default number of bins, as in Kweon et al. and Guo et al.
 pub const DEFAULT_BINS: usize = 15;
@@ -279,17 +279,13 @@ fn reliability_item() -> FieldRef {
 
 /// The state fields: six per-bin sum lists (fixed edges), then the four row lists of
 /// [`ValueStore`] (data-dependent edges); the unused half holds empty lists.
-const STATE_FIELDS: &[&str] = &[
+const BIN_FIELDS: &[&str] = &[
     "bin_count",
     "bin_weight",
     "bin_wp",
     "bin_wy",
     "bin_wd",
     "bin_ww",
-    "neg_p",
-    "pos_p",
-    "neg_w",
-    "pos_w",
 ];
 
 impl AggregateUDFImpl for Binned {
@@ -304,7 +300,7 @@ impl AggregateUDFImpl for Binned {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(STATE_FIELDS
+        let mut fields: Vec<FieldRef> = BIN_FIELDS
             .iter()
             .map(|s| {
                 Arc::new(Field::new(
@@ -313,7 +309,9 @@ impl AggregateUDFImpl for Binned {
                     true,
                 ))
             })
-            .collect())
+            .collect();
+        fields.extend(values::state_fields(args.name));
+        Ok(fields)
     }
 
     fn documentation(&self) -> Option<&Documentation> {

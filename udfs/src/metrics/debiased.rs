@@ -6,21 +6,16 @@
 //! bin), else 15 equal-mass bins whose edges are midpoints between order statistics — so a
 //! group keeps its rows ([`crate::values`], 8 bytes a row).
 
-use std::ops::Range;
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, BooleanArray, Float64Array};
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::datatypes::{DataType, FieldRef};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use super::binning::merge_sorted;
-use crate::common::{f64_list_type, Arg, CallShape};
-use crate::kernel::{kernel_udaf_common, Kernel};
-use crate::values::{Rows, ValueStore};
+use crate::common::{Arg, CallShape};
+use crate::kernel::kernel_udaf_common;
+use crate::values::{self, Rows, RowsKernel, ValueStore};
 
 const SHAPE: CallShape = CallShape {
     name: "ece_debiased",
@@ -74,8 +69,11 @@ impl EceDebiased {
         SHAPE
     }
 
-    fn kernel(&self, _args: &AccumulatorArgs) -> Result<DebiasedKernel> {
-        Ok(DebiasedKernel(ValueStore::new("ece_debiased", 0, 1, None)))
+    fn kernel(&self, _args: &AccumulatorArgs) -> Result<RowsKernel> {
+        Ok(RowsKernel {
+            store: ValueStore::new("ece_debiased", 0, 1, None),
+            finish: ece_debiased_of,
+        })
     }
 }
 
@@ -88,16 +86,7 @@ impl AggregateUDFImpl for EceDebiased {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(["neg_p", "pos_p", "neg_w", "pos_w"]
-            .iter()
-            .map(|s| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, s),
-                    f64_list_type(),
-                    true,
-                ))
-            })
-            .collect())
+        Ok(values::state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -164,46 +153,4 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
         })
         .sum();
     Some(t.max(0.0).sqrt())
-}
-
-#[derive(Debug)]
-struct DebiasedKernel(ValueStore);
-
-impl Kernel for DebiasedKernel {
-    fn empty(&self) -> Result<Self> {
-        Ok(DebiasedKernel(self.0.empty()))
-    }
-    fn resize(&mut self, n: usize) {
-        self.0.resize(n)
-    }
-    fn num_groups(&self) -> usize {
-        self.0.num_groups()
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        self.0.update(values, groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.0.merge(states, groups)
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        Ok(self.0.state(range))
-    }
-    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        Ok(Arc::new(
-            range
-                .map(|g| ece_debiased_of(&mut self.0.groups[g]))
-                .collect::<Float64Array>(),
-        ))
-    }
-    fn drain(&mut self, n: usize) {
-        self.0.drain(n)
-    }
-    fn size(&self) -> usize {
-        self.0.size()
-    }
 }
