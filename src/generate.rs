@@ -152,7 +152,23 @@ pub struct Config {
     /// Set it to stop early: [`generate`] then fails with "cancelled" within a batch's time,
     /// leaving the files written so far.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Days the log spans: each split's rows are in time order, day `row · days / rows`.
+    pub days: u32,
+    /// Calibration drift injected from a day on (none by default).
+    pub drift: Option<Drift>,
 }
+
+/// Drift injected into the CTR model: from `from_day` on, its predictions are multiplied by
+/// `factor` (capped at 0.99) while the clicks stay as they were, as when the click rate falls
+/// (a season, a change of layout) and the model is not retrained.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drift {
+    pub from_day: u32,
+    pub factor: f64,
+}
+
+/// Default number of days of a generated log.
+pub const DEFAULT_DAYS: u32 = 14;
 
 impl Config {
     /// `rows` rows with the default seed, batch and file sizes, one worker per core.
@@ -164,6 +180,8 @@ impl Config {
             rows_per_file: 1 << 20,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cancel: None,
+            days: DEFAULT_DAYS,
+            drift: None,
         }
     }
 
@@ -209,6 +227,7 @@ pub fn schema() -> SchemaRef {
         field("exposure", DataType::Float64),
         field("exposed", DataType::Int8),
         field("relevant", DataType::Int8),
+        field("day", DataType::Int32),
     ]))
 }
 
@@ -224,7 +243,15 @@ pub fn generate(
         bail!("batch_rows and rows_per_file must be at least 1");
     }
     let started = Instant::now();
-    let world = World::new(config.seed);
+    if config.days == 0 {
+        bail!("days must be at least 1");
+    }
+    let mut world = World::new(config.seed);
+    world.timeline = Timeline {
+        days: config.days,
+        rows: [config.valid_rows(), config.test_rows()],
+        drift: config.drift,
+    };
     let schema = schema();
 
     // Every file to write: (split, file number, first row, rows).
@@ -365,6 +392,23 @@ struct World {
     /// `ln f1(x) − ln f0(x)` = `LR_LOG · ln x + LR_LINEAR · x + LR_CONST` for the score's Gamma
     /// densities.
     lr: (f64, f64, f64),
+    timeline: Timeline,
+}
+
+/// How rows map to days, and the drift to inject.
+#[derive(Debug, Clone, Copy)]
+struct Timeline {
+    days: u32,
+    /// Rows of the valid and the test split.
+    rows: [u64; 2],
+    drift: Option<Drift>,
+}
+
+impl Timeline {
+    fn day(&self, split: Split, row: u64) -> u32 {
+        let n = self.rows[split as usize].max(1);
+        ((row as u128 * self.days as u128) / n as u128) as u32
+    }
 }
 
 impl World {
@@ -420,6 +464,11 @@ impl World {
             app_cdf,
             ad_type_cdf,
             lr,
+            timeline: Timeline {
+                days: DEFAULT_DAYS,
+                rows: [0, 0],
+                drift: None,
+            },
         }
     }
 
@@ -445,8 +494,10 @@ impl World {
         let mut exposure = Vec::with_capacity(len);
         let mut exposed = Vec::with_capacity(len);
         let mut relevant = Vec::with_capacity(len);
+        let mut day = Vec::with_capacity(len);
         for row in start..start + len as u64 {
             let r = self.row(split, row);
+            day.push(self.timeline.day(split, row) as i32);
             row_id.push(row as i64);
             user_id.push(r.user as i32);
             item_id.push(r.item as i32);
@@ -478,6 +529,7 @@ impl World {
             Arc::new(Float64Array::from(exposure)),
             Arc::new(Int8Array::from(exposed)),
             Arc::new(Int8Array::from(relevant)),
+            Arc::new(Int32Array::from(day)),
         ];
         Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
     }
@@ -526,7 +578,12 @@ impl World {
         let noise = MISCALIBRATION_NOISE_SD * rng.normal()
             - 0.5 * MISCALIBRATION_NOISE_SD * MISCALIBRATION_NOISE_SD;
         let offset = self.site_bias[site] + self.app_bias[app] + self.ad_type_bias[ad_type];
-        let p_model = (p_click * (offset + noise).exp()).min(P_MODEL_MAX);
+        let mut p_model = (p_click * (offset + noise).exp()).min(P_MODEL_MAX);
+        if let Some(drift) = self.timeline.drift {
+            if self.timeline.day(split, row) >= drift.from_day {
+                p_model = (p_model * drift.factor).min(P_MODEL_MAX);
+            }
+        }
         Row {
             user,
             item,

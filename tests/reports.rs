@@ -89,11 +89,81 @@ fn every_sql_file_runs_on_generated_data() {
             // A header line and at least two method rows, every number finite.
             let lines: Vec<&str> = stdout.lines().collect();
             assert!(lines.len() >= 3, "{name}: {stdout}");
-            assert!(lines[0].starts_with("method,"), "{name}: {stdout}");
+            assert!(
+                lines[0].starts_with("method,") || lines[0].starts_with("day,model,"),
+                "{name}: {stdout}"
+            );
             assert!(
                 !stdout.contains("NaN") && !stdout.contains("inf"),
                 "{name}: {stdout}"
             );
         }
     }
+}
+
+/// `sql/monitoring.sql` on a log with drift injected from day 10 (`generate --drift-day`):
+/// the CTR model's daily ECE is flagged on the drifted days and on none of the reference
+/// week, and `plot metric` draws the chart its header shows.
+#[test]
+fn monitoring_flags_the_injected_drift_and_draws_the_chart() {
+    let dir = TempDir::new().unwrap();
+    calibsql(dir.path())
+        .args([
+            "generate", "--rows", "200000", "--out", "drift", "--seed", "5",
+        ])
+        .args(["--days", "14", "--drift-day", "10", "--drift-factor", "1.6"])
+        .assert()
+        .success();
+    let tables = ["--table", "valid=drift/valid", "--table", "test=drift/test"];
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/monitoring.sql");
+    let output = calibsql(dir.path())
+        .args(tables)
+        .args(["--format", "csv", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // day,model,n,ece,ece_7d,ece_flag,…
+    let mut flagged_after = 0;
+    for line in stdout.lines().skip(1) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let (day, model, flag): (u32, &str, &str) = (cells[0].parse().unwrap(), cells[1], cells[5]);
+        if model != "ctr" {
+            continue;
+        }
+        if day < 7 {
+            assert_eq!(flag, "", "reference day flagged: {line}");
+        }
+        if day >= 10 && flag == "DRIFT" {
+            flagged_after += 1;
+        }
+    }
+    assert_eq!(flagged_after, 4, "{stdout}");
+    let svg = dir.path().join("drift.svg");
+    let output = calibsql(dir.path())
+        .args(["plot", "metric"])
+        .args(tables)
+        .arg("-f")
+        .arg(&file)
+        .args([
+            "-c",
+            "SELECT day AS x, ece AS value, ece_lower AS lower, ece_upper AS upper, model AS series FROM monitoring",
+            "-o",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let drawing = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawing.starts_with("<svg") && drawing.contains("ctr"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("points outside their band"));
 }

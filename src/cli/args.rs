@@ -153,9 +153,36 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "S", default_value_t = calibsql::generate::DEFAULT_SEED)]
     pub seed: u64,
 
+    /// Days the log spans (column `day`, rows in time order)
+    #[arg(long, value_name = "N", default_value_t = calibsql::generate::DEFAULT_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub days: u32,
+
+    /// Inject calibration drift from this day on: the CTR model's p_model is multiplied by
+    /// --drift-factor while the clicks stay as they were
+    #[arg(long, value_name = "DAY")]
+    pub drift_day: Option<u32>,
+
+    /// The factor of --drift-day (default 1.5: the model over-predicts by half)
+    #[arg(long, value_name = "F", value_parser = parse_factor, requires = "drift_day")]
+    pub drift_factor: Option<Factor>,
+
     /// No progress bar or summary on standard error
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// A finite positive number (`--drift-factor`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Factor(pub f64);
+
+impl Eq for Factor {}
+
+fn parse_factor(value: &str) -> Result<Factor, String> {
+    match value.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(Factor(x)),
+        _ => Err("expected a positive number such as 1.5".to_string()),
+    }
 }
 
 /// `calibsql demo`.
@@ -186,6 +213,63 @@ pub enum PlotCommand {
     /// reliability() and ece() SQL functions.
     #[command(after_help = RELIABILITY_AFTER_HELP)]
     Reliability(ReliabilityArgs),
+    /// Draw a metric over time (SVG) from a query returning x, value and optionally lower,
+    /// upper and series
+    ///
+    /// One line per series value; a shaded band between lower and upper (an interval, or a
+    /// drift rule's reference band); values outside their band marked in red. This is the
+    /// drift chart of sql/monitoring.sql.
+    #[command(after_help = METRIC_AFTER_HELP)]
+    Metric(MetricArgs),
+}
+
+const METRIC_AFTER_HELP: &str = "\
+-f and -c may be given together: the file's statements run first, then -c's; the last
+statement is the chart's query. For example, the drift chart of sql/monitoring.sql:
+
+  calibsql plot metric --table valid=data/valid --table test=data/test -f sql/monitoring.sql \\
+    -c \"SELECT day AS x, rce_site AS value, rce_lower AS lower, rce_upper AS upper, model AS series
+        FROM monitoring\" -o drift.svg --y-label 'Field-RCE (site)'";
+
+/// `calibsql plot metric`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct MetricArgs {
+    /// SQL to run after -f's statements; its last statement is the chart's query
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SQL",
+        required_unless_present = "file"
+    )]
+    pub command: Option<String>,
+
+    /// A file of SQL statements ('-' reads standard input)
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub file: Option<PathBuf>,
+
+    /// The SVG file to write
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    pub output: PathBuf,
+
+    /// A title above the chart
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    /// The name of the value axis
+    #[arg(long, value_name = "TEXT", default_value = "value")]
+    pub y_label: String,
+
+    /// Register a file, directory or glob as a table; repeatable
+    #[arg(short = 't', long = "table", value_name = "NAME=PATH", value_parser = parse_table_arg)]
+    pub tables: Vec<TableArg>,
+
+    /// Format of the --table files, instead of guessing from their extensions
+    #[arg(long, value_name = "FORMAT", value_parser = parse_table_format)]
+    pub table_format: Option<TableFormat>,
+
+    /// Print nothing on standard error but errors
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 const RELIABILITY_AFTER_HELP: &str = "\

@@ -36,6 +36,23 @@ const REPORTS: [Report; 2] = [
     },
 ];
 
+/// The monitoring report, run on its own log with drift.
+const MONITORING: Report = Report {
+    file: "sql/monitoring.sql",
+    title: "Calibration over time",
+    about: "Daily partial states per model, merged into daily and 7-day rolling ECE, Field-RCE \
+            and log loss;\nflagged when a day leaves the first week's mean ± 3σ. The CTR model \
+            over-predicts by half from day 10 on.",
+    sql: include_str!("../../sql/monitoring.sql"),
+};
+
+/// The day the monitoring log's drift starts.
+const DRIFT_DAY: u32 = 10;
+
+/// The drift chart's query over `sql/monitoring.sql`'s `monitoring` view.
+const DRIFT_CHART_SQL: &str = "SELECT day AS x, ece AS value, ece_lower AS lower, \
+ece_upper AS upper, model AS series FROM monitoring";
+
 /// A diagram: a `.sql` file returning p, y and series, drawn into the demo directory.
 struct Diagram {
     file: &'static str,
@@ -65,9 +82,11 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
         args.seed,
         dir.display()
     );
-    let (out, rows, seed, progress) = (dir.clone(), args.rows, args.seed, options.progress);
+    let (out, progress) = (dir.clone(), options.progress);
+    let mut config = calibsql::generate::Config::new(args.rows);
+    config.seed = args.seed;
     let summary =
-        tokio::task::spawn_blocking(move || super::generate::write(&out, rows, seed, progress))
+        tokio::task::spawn_blocking(move || super::generate::write(&out, config, progress))
             .await??;
     println!("{}", super::generate::describe(&summary));
 
@@ -122,6 +141,47 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
         );
     }
 
+    // Calibration over time: a second log whose CTR model drifts from day 10.
+    println!(
+        "\n{}. Calibration over time: daily states, 7-day rolling windows, drift flags  [{}]",
+        REPORTS.len() + 2,
+        MONITORING.file
+    );
+    println!("{}", MONITORING.about);
+    let drift_dir = dir.join("monitoring");
+    let (out, progress) = (drift_dir.clone(), options.progress);
+    let mut config = calibsql::generate::Config::new((args.rows / 2).max(MIN_ROWS));
+    config.seed = args.seed;
+    config.drift = Some(calibsql::generate::Drift {
+        from_day: DRIFT_DAY,
+        factor: super::generate::DEFAULT_DRIFT_FACTOR,
+    });
+    let drift = tokio::task::spawn_blocking(move || super::generate::write(&out, config, progress))
+        .await??;
+    println!("{}", super::generate::describe(&drift));
+    let drift_options = Options {
+        tables: vec![
+            table_arg("valid", &drift.valid_dir),
+            table_arg("test", &drift.test_dir),
+        ],
+        ..report_options.clone()
+    };
+    let mut session = Session::new(&drift_options).await?;
+    let result = session.run_sql(MONITORING.sql).await;
+    session.flush()?;
+    result?;
+    let ctx = super::plot::context(&drift_options).await?;
+    let chart_sql = format!("{};\n{}", MONITORING.sql, DRIFT_CHART_SQL);
+    let series = plot::metric::metric_series(&ctx, &chart_sql).await?;
+    let chart = dir.join("drift.svg");
+    plot::metric::write_metric_svg(
+        &chart,
+        &series,
+        Some("Daily ECE, reference mean ± 3σ of days 0–6; the CTR model over-predicts by half from day 10"),
+        "ECE (15 bins)",
+    )?;
+    println!("{}", chart.display());
+
     let tables = format!(
         "--table valid={} --table test={}",
         shell_word(&summary.valid_dir),
@@ -137,6 +197,17 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
             diagram.file, diagram.output
         );
     }
+    let drift_tables = format!(
+        "--table valid={} --table test={}",
+        shell_word(&drift.valid_dir),
+        shell_word(&drift.test_dir)
+    );
+    println!("  calibsql {drift_tables} -f {}", MONITORING.file);
+    println!(
+        "  calibsql plot metric {drift_tables} -f {} -c \"{}\" -o drift.svg",
+        MONITORING.file,
+        DRIFT_CHART_SQL.replace('\n', " ")
+    );
     println!("  calibsql {tables}        # an interactive shell over both splits");
     Ok(())
 }

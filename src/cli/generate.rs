@@ -6,13 +6,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use calibsql::generate::{self, Config, Summary};
+use calibsql::generate::{self, Config, Drift, Summary};
 
 use super::args::GenerateArgs;
 
 /// Writes the data of `args`; the progress bar draws on standard error when `progress`.
 pub fn run(args: &GenerateArgs, progress: bool) -> anyhow::Result<()> {
-    let summary = write(&args.out, args.rows, args.seed, progress && !args.quiet)?;
+    let mut config = Config::new(args.rows);
+    config.seed = args.seed;
+    config.days = args.days;
+    config.drift = args.drift_day.map(|from_day| Drift {
+        from_day,
+        factor: args.drift_factor.map_or(DEFAULT_DRIFT_FACTOR, |f| f.0),
+    });
+    let summary = write(&args.out, config, progress && !args.quiet)?;
     if !args.quiet {
         let _ = writeln!(io::stderr(), "{}", describe(&summary));
     }
@@ -27,12 +34,14 @@ pub fn cancel() {
     CANCEL.store(true, Ordering::Relaxed);
 }
 
-/// Generates `rows` rows into `out`, drawing a progress bar on standard error if `progress`.
-pub fn write(out: &Path, rows: u64, seed: u64, progress: bool) -> anyhow::Result<Summary> {
-    let mut config = Config::new(rows);
-    config.seed = seed;
+/// The factor `--drift-day` uses without `--drift-factor`.
+pub const DEFAULT_DRIFT_FACTOR: f64 = 1.5;
+
+/// Generates the rows of `config` into `out`, drawing a progress bar on standard error if
+/// `progress`.
+pub fn write(out: &Path, mut config: Config, progress: bool) -> anyhow::Result<Summary> {
     config.cancel = Some(Arc::clone(&CANCEL));
-    let mut bar = ProgressBar::new(rows, progress);
+    let mut bar = ProgressBar::new(config.rows, progress);
     let result = generate::generate(out, &config, &mut |done| bar.draw(done));
     bar.clear();
     result

@@ -117,6 +117,7 @@ async fn run_tool(options: &Options, command: &args::Command) -> anyhow::Result<
         args::Command::Plot(args::PlotCommand::Reliability(args)) => {
             plot::reliability(args, options).await
         }
+        args::Command::Plot(args::PlotCommand::Metric(args)) => plot::metric(args, options).await,
     }
 }
 

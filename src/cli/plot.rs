@@ -1,5 +1,6 @@
 //! `calibsql plot reliability`: a reliability diagram (SVG) from a query returning p, y and
-//! optionally series. The drawing and the binning live in `calibsql::plot`.
+//! optionally series; `calibsql plot metric`: a metric over time (the drift chart). The
+//! drawing and the binning live in `calibsql::plot`.
 
 use std::io::{self, Write};
 
@@ -8,37 +9,13 @@ use datafusion::prelude::SessionContext;
 
 use calibsql::plot;
 
-use super::args::{PlotStrategy, ReliabilityArgs};
+use super::args::{MetricArgs, PlotStrategy, ReliabilityArgs};
 use super::options::{Options, UsageError};
 
 /// Draws the diagram of `args`.
 pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::Result<()> {
-    let is_svg = args
-        .output
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    if !is_svg {
-        return Err(UsageError(format!(
-            "-o {}: plot writes SVG; name the file FILE.svg (convert it with e.g. rsvg-convert)",
-            args.output.display()
-        ))
-        .into());
-    }
-    let sql = match (&args.command, &args.file) {
-        (Some(sql), _) => sql.clone(),
-        (None, Some(path)) if path.as_os_str() == "-" => {
-            let mut sql = String::new();
-            io::Read::read_to_string(&mut io::stdin(), &mut sql)
-                .context("cannot read standard input")?;
-            sql
-        }
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        (None, None) => {
-            return Err(UsageError("plot reliability needs -c SQL or -f FILE".to_string()).into())
-        }
-    };
+    check_svg(&args.output)?;
+    let sql = read_sql(args.command.as_deref(), args.file.as_deref(), "reliability")?;
     let options = Options {
         tables: args.tables.clone(),
         table_format: args.table_format,
@@ -70,6 +47,78 @@ pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::R
         );
     }
     Ok(())
+}
+
+/// Draws the chart of `args`.
+pub async fn metric(args: &MetricArgs, options: &Options) -> anyhow::Result<()> {
+    check_svg(&args.output)?;
+    let mut sql = match &args.file {
+        Some(path) => read_sql(None, Some(path), "metric")?,
+        None => String::new(),
+    };
+    if let Some(command) = &args.command {
+        sql.push_str(";\n");
+        sql.push_str(command);
+    }
+    let options = Options {
+        tables: args.tables.clone(),
+        table_format: args.table_format,
+        ..options.clone()
+    };
+    let ctx = context(&options).await?;
+    let series = plot::metric::metric_series(&ctx, &sql).await?;
+    plot::metric::write_metric_svg(&args.output, &series, args.title.as_deref(), &args.y_label)?;
+    if !args.quiet {
+        let flagged: usize = series
+            .iter()
+            .map(|s| s.points.iter().filter(|p| p.flagged()).count())
+            .sum();
+        let _ = writeln!(
+            io::stderr(),
+            "Wrote {} ({} series, {} points outside their band)",
+            args.output.display(),
+            series.len(),
+            flagged
+        );
+    }
+    Ok(())
+}
+
+fn check_svg(output: &std::path::Path) -> anyhow::Result<()> {
+    let is_svg = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if !is_svg {
+        return Err(UsageError(format!(
+            "-o {}: plot writes SVG; name the file FILE.svg (convert it with e.g. rsvg-convert)",
+            output.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The SQL of `-c` or `-f` (`-` reads standard input).
+fn read_sql(
+    command: Option<&str>,
+    file: Option<&std::path::Path>,
+    what: &str,
+) -> anyhow::Result<String> {
+    Ok(match (command, file) {
+        (Some(sql), _) => sql.to_string(),
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut sql = String::new();
+            io::Read::read_to_string(&mut io::stdin(), &mut sql)
+                .context("cannot read standard input")?;
+            sql
+        }
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        (None, None) => {
+            return Err(UsageError(format!("plot {what} needs -c SQL or -f FILE")).into())
+        }
+    })
 }
 
 /// A session as `calibsql` builds it, with `options.tables` registered.

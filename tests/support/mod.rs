@@ -4,6 +4,11 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::Float64Type;
+use datafusion::common::ScalarValue;
+
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, SchemaRef};
 use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{Accumulator, AggregateUDF, GroupsAccumulator};
@@ -76,5 +81,80 @@ impl UdafCall {
 
     pub fn groups_accumulator(&self) -> Box<dyn GroupsAccumulator> {
         self.udaf.create_groups_accumulator(self.args()).unwrap()
+    }
+}
+
+/// Every float inside a result (for lists of structs: every field of every bin; for a model
+/// struct: every numeric field and knot).
+pub fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
+    match v {
+        ScalarValue::Struct(s) => {
+            if s.is_null(0) {
+                return vec![None];
+            }
+            s.columns()
+                .iter()
+                .zip(s.fields())
+                .filter(|(_, f)| f.name() != "iterations")
+                .flat_map(|(c, _)| match c.data_type() {
+                    DataType::Utf8 => vec![],
+                    DataType::List(_) => {
+                        let l = c.as_list::<i32>();
+                        if l.is_null(0) {
+                            vec![None]
+                        } else {
+                            l.value(0).as_primitive::<Float64Type>().iter().collect()
+                        }
+                    }
+                    _ => {
+                        let c = cast(c, &DataType::Float64).unwrap();
+                        c.as_primitive::<Float64Type>().iter().collect()
+                    }
+                })
+                .collect()
+        }
+        ScalarValue::List(l) => {
+            if l.is_null(0) {
+                return vec![None];
+            }
+            let inner = l.value(0);
+            let s = inner.as_struct();
+            s.columns()
+                .iter()
+                .flat_map(|c| {
+                    let c = cast(c, &DataType::Float64).unwrap();
+                    c.as_primitive::<Float64Type>().iter().collect::<Vec<_>>()
+                })
+                .collect()
+        }
+        other => match other.cast_to(&DataType::Float64).unwrap() {
+            ScalarValue::Float64(x) => vec![x],
+            _ => unreachable!(),
+        },
+    }
+}
+
+/// Equal up to summation order. Metrics: 1e-12 relative, plus 1e-12 absolute because an
+/// IPS loss can be a near-zero mean of O(1) terms of both signs (cancellation). Models: the
+/// Newton iteration stops once the loss is within 1e-14 of its optimum, so a different
+/// summation order can stop one step apart; parameters then agree to ~1e-7 (checked at 1e-6)
+/// and the iteration count may differ (not compared).
+pub fn assert_close(what: &str, a: &ScalarValue, b: &ScalarValue) {
+    let (rel, abs) = if matches!(a, ScalarValue::Struct(_)) {
+        (1e-6, 1e-9)
+    } else {
+        (1e-12, 1e-12)
+    };
+    let (la, lb) = (leaves(a), leaves(b));
+    assert_eq!(la.len(), lb.len(), "{what}: {a:?} vs {b:?}");
+    for (x, y) in la.iter().zip(&lb) {
+        match (x, y) {
+            (None, None) => {}
+            (Some(x), Some(y)) => assert!(
+                x == y || (x - y).abs() <= rel * x.abs().max(y.abs()) + abs,
+                "{what}: {x} vs {y}"
+            ),
+            _ => panic!("{what}: {a:?} vs {b:?}"),
+        }
     }
 }

@@ -141,6 +141,8 @@ impl CallShape {
 /// `calibsql::named_args`), since DataFusion 55 itself cannot skip one; a test checks that
 /// every default here gives the same result as leaving the argument out.
 pub fn argument_default(func: &str, arg: &str) -> Option<&'static str> {
+    // `ece_state` takes `ece`'s arguments.
+    let func = func.strip_suffix("_state").unwrap_or(func);
     Some(match (func, arg) {
         ("ace", "strategy") => "'quantile'",
         (_, "strategy") => "'uniform'",

@@ -45,7 +45,7 @@ use crate::common::{
     all_labels, check_propensity, check_y, f64_list_type, f64s, for_each_row, list_parts,
     literal_checked, n_bins, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::model::Model;
 use crate::optim::{minimise, objective, Node};
 
@@ -302,6 +302,8 @@ impl Fit {
         })
     }
 }
+
+kernel_aggregate!(Fit, false);
 
 impl AggregateUDFImpl for Fit {
     kernel_udaf_common!();

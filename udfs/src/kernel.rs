@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::fmt::Debug;
+
 use std::ops::Range;
 
 use arrow::array::{ArrayRef, BooleanArray};
@@ -41,6 +42,118 @@ pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     fn drain(&mut self, n: usize);
     /// Bytes held, in O(1).
     fn size(&self) -> usize;
+
+    /// Whether rows (and states) can be taken out again, for sliding window frames: true
+    /// when every number of the state is a sum, so taking out is subtracting.
+    fn retractable(&self) -> bool {
+        false
+    }
+
+    /// Takes the rows of `values` out of their groups: the rows' own partial states,
+    /// subtracted (see [`negated`]). Only called when [`Kernel::retractable`].
+    fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let n = self.num_groups();
+        let mut rows = self.empty()?;
+        rows.resize(n);
+        rows.update(values, groups, None)?;
+        let states = rows.state(0..n)?;
+        self.unmerge(&states, &(0..n).collect::<Vec<_>>())
+    }
+
+    /// Subtracts partial states (as produced by [`Kernel::state`]).
+    fn unmerge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let negated = states.iter().map(negated).collect::<Result<Vec<_>>>()?;
+        self.merge(&negated, groups)
+    }
+}
+
+/// A state column with every number negated (Float64 values, and the Float64 values inside
+/// lists); other columns (keys, counts of other types) unchanged. Merging it subtracts.
+pub(crate) fn negated(a: &ArrayRef) -> Result<ArrayRef> {
+    use arrow::array::{Array, AsArray, ListArray};
+    use arrow::compute::kernels::numeric::neg;
+    Ok(match a.data_type() {
+        DataType::Float64 => neg(a)?,
+        DataType::List(f) if *f.data_type() == DataType::Float64 => {
+            let l = a.as_list::<i32>();
+            std::sync::Arc::new(ListArray::try_new(
+                std::sync::Arc::clone(f),
+                l.offsets().clone(),
+                neg(l.values())?,
+                l.nulls().cloned(),
+            )?)
+        }
+        _ => std::sync::Arc::clone(a),
+    })
+}
+
+/// An object-safe [`Kernel`], so one wrapper (the `_state` and `_merge` aggregates) serves
+/// every kernel type.
+pub(crate) trait DynKernel: Send + Sync + Debug + 'static {
+    fn empty_box(&self) -> Result<Box<dyn DynKernel>>;
+    fn resize(&mut self, n: usize);
+    fn num_groups(&self) -> usize;
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()>;
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>>;
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef>;
+    fn drain(&mut self, n: usize);
+    fn size(&self) -> usize;
+    fn retractable(&self) -> bool;
+    fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()>;
+    fn unmerge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
+}
+
+impl<K: Kernel> DynKernel for K {
+    fn empty_box(&self) -> Result<Box<dyn DynKernel>> {
+        Ok(Box::new(Kernel::empty(self)?))
+    }
+    fn resize(&mut self, n: usize) {
+        Kernel::resize(self, n)
+    }
+    fn num_groups(&self) -> usize {
+        Kernel::num_groups(self)
+    }
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        Kernel::update(self, values, groups, filter)
+    }
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        Kernel::merge(self, states, groups)
+    }
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        Kernel::state(self, range)
+    }
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        Kernel::evaluate(self, range)
+    }
+    fn drain(&mut self, n: usize) {
+        Kernel::drain(self, n)
+    }
+    fn size(&self) -> usize {
+        Kernel::size(self)
+    }
+    fn retractable(&self) -> bool {
+        Kernel::retractable(self)
+    }
+    fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        Kernel::retract(self, values, groups)
+    }
+    fn unmerge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        Kernel::unmerge(self, states, groups)
+    }
 }
 
 /// Every aggregate here takes its label `y` as argument 1. The planner leaves a Boolean label
@@ -214,6 +327,17 @@ impl<K: Kernel> Accumulator for Single<K> {
             .collect()
     }
 
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let len = values.first().map_or(0, |a| a.len());
+        self.zeros(len);
+        self.kernel
+            .retract(&labels_as_f64(values)?, &self.zeros[..len])
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        self.kernel.retractable()
+    }
+
     fn evaluate(&mut self) -> Result<ScalarValue> {
         let a = self.kernel.evaluate(0..1)?;
         if a.len() != 1 {
@@ -226,3 +350,37 @@ impl<K: Kernel> Accumulator for Single<K> {
         size_of::<Self>() + self.kernel.size() + self.zeros.capacity() * size_of::<usize>()
     }
 }
+
+/// An aggregate written as a [`Kernel`], as the `_state` / `_merge` wrappers see it
+/// ([`crate::state`]): its call shape and its kernel behind a trait object.
+pub(crate) trait KernelAggregate: datafusion_expr::AggregateUDFImpl {
+    fn call_shape(&self) -> crate::common::CallShape;
+    fn dyn_kernel(
+        &self,
+        args: &datafusion_expr::function::AccumulatorArgs,
+    ) -> Result<Box<dyn DynKernel>>;
+    /// Whether its partial states can be subtracted (every number a sum): `F_merge` over a
+    /// sliding window frame.
+    fn states_retractable(&self) -> bool;
+}
+
+/// Implements [`KernelAggregate`] for a type with `shape()` and `kernel()`.
+macro_rules! kernel_aggregate {
+    ($t:ty, $retractable:expr) => {
+        impl $crate::kernel::KernelAggregate for $t {
+            fn call_shape(&self) -> $crate::common::CallShape {
+                self.shape()
+            }
+            fn dyn_kernel(
+                &self,
+                args: &datafusion_expr::function::AccumulatorArgs,
+            ) -> datafusion_common::Result<Box<dyn $crate::kernel::DynKernel>> {
+                Ok(Box::new(self.kernel(args)?))
+            }
+            fn states_retractable(&self) -> bool {
+                $retractable
+            }
+        }
+    };
+}
+pub(crate) use kernel_aggregate;

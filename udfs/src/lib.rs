@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod model;
 mod optim;
 pub mod scalars;
+pub mod state;
 pub mod stats;
 mod values;
 
@@ -63,6 +64,9 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Fit::new(FitMethod::Isotonic))),
         udaf(Arc::new(Fit::new(FitMethod::Histogram))),
     ]
+    .into_iter()
+    .chain(state::state_functions())
+    .collect()
 }
 
 /// Every scalar function of this crate.

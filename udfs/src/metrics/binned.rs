@@ -27,7 +27,7 @@ use crate::common::{
     fixed_lists, for_each_row, list_parts, literal, literal_checked, n_bins, usable_rows,
     weight_col, Arg, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::scalars::wilson;
 use crate::stats::normal_quantile;
 use crate::values::{self, Rows, ValueStore};
@@ -287,6 +287,8 @@ const BIN_FIELDS: &[&str] = &[
     "bin_wd",
     "bin_ww",
 ];
+
+kernel_aggregate!(Binned, true);
 
 impl AggregateUDFImpl for Binned {
     kernel_udaf_common!();
@@ -741,5 +743,9 @@ impl Kernel for BinnedKernel {
 
     fn size(&self) -> usize {
         self.bins.capacity() * size_of::<BinStats>() + self.values.size()
+    }
+
+    fn retractable(&self) -> bool {
+        self.fixed.is_some()
     }
 }

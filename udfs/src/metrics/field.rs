@@ -25,7 +25,7 @@ use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
     for_each_row, list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
 /// Default smoothing of the RCE denominator [Pan et al.].
 pub const DEFAULT_RCE_EPS: f64 = 0.01;
@@ -146,6 +146,8 @@ impl FieldMetric {
         FieldKernel::new(func, self.kind, eps, w_col, field_type)
     }
 }
+
+kernel_aggregate!(FieldMetric, true);
 
 impl AggregateUDFImpl for FieldMetric {
     kernel_udaf_common!();
@@ -599,5 +601,9 @@ impl Kernel for FieldKernel {
             Maps::Rows(m, c) => m.capacity() * size_of::<FieldMap<Box<[u8]>>>() + c.size(),
         };
         self.bytes + per_group
+    }
+
+    fn retractable(&self) -> bool {
+        true
     }
 }

@@ -19,7 +19,7 @@ use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
 /// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
 pub const DEFAULT_EPS: f64 = f64::EPSILON;
@@ -212,6 +212,8 @@ impl MeanLoss {
         })
     }
 }
+
+kernel_aggregate!(MeanLoss, true);
 
 impl AggregateUDFImpl for MeanLoss {
     kernel_udaf_common!();
@@ -439,5 +441,9 @@ impl Kernel for LossKernel {
 
     fn size(&self) -> usize {
         (self.sw.capacity() + self.sl.capacity() + self.sy.capacity()) * size_of::<f64>()
+    }
+
+    fn retractable(&self) -> bool {
+        true
     }
 }

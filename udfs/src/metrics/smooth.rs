@@ -26,7 +26,7 @@ use crate::common::{
     check_p, check_y, f64_list_type, f64s, for_each_row, list_parts, literal_checked, usable_rows,
     Arg, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
 const SHAPE: CallShape = CallShape {
     name: "smooth_ece",
@@ -100,6 +100,8 @@ impl SmoothEce {
         Ok(SmoothKernel::new(sigma, sizes))
     }
 }
+
+kernel_aggregate!(SmoothEce, false);
 
 impl AggregateUDFImpl for SmoothEce {
     kernel_udaf_common!();

@@ -19,6 +19,8 @@ use datafusion::sql::parser::DFParser;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+pub mod metric;
+
 /// Bins of a diagram unless told otherwise (as `ece`'s default).
 pub const DEFAULT_BINS: u32 = 15;
 

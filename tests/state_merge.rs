@@ -1,0 +1,289 @@
+//! Stored states: `F_merge(F_state(…))` over any split of the rows (days × partitions ×
+//! batches, and through Parquet) equals `F` over all rows, for every aggregate with a
+//! `_merge`; states of other parameters, functions or formats are errors; sliding windows
+//! subtract states (and rows) correctly.
+//!
+//! The expected value is `F` itself over the same rows, whose correctness the .slt files check
+//! against numpy / scikit-learn / the reference tools: this file checks that storing and
+//! merging states never changes the result (an invariance test, not a value test).
+
+mod support;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::prelude::SessionContext;
+use support::{assert_close, leaves};
+
+async fn context() -> SessionContext {
+    let config = calibsql::default_config()
+        .with_target_partitions(4)
+        .with_batch_size(97);
+    let ctx = calibsql::new_context_with_config(config);
+    // 3,000 rows over 9 days; p and s distinct-ish, ties in p, a string field, propensities.
+    run(
+        &ctx,
+        "CREATE TABLE t AS SELECT value AS id, value % 9 AS day,
+           ((value * 7919) % 1000) / 1000.0 AS p,
+           CASE WHEN ((value * 104729) % 997) / 997.0 < ((value * 7919) % 1000) / 1000.0 * 0.8 + 0.05
+                THEN 1 ELSE 0 END AS y,
+           ((value % 5) + 1) / 2.0 AS w,
+           'site' || CAST(value % 13 AS VARCHAR) AS f,
+           0.05 + ((value * 31) % 95) / 100.0 AS q,
+           (((value * 7919) % 1000) - 500) / 100.0 AS s
+         FROM generate_series(1, 3000)",
+    )
+    .await;
+    ctx
+}
+
+async fn run(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+    calibsql::sql(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+async fn error(ctx: &SessionContext, sql: &str) -> String {
+    match calibsql::sql(ctx, sql).await {
+        Err(e) => e.to_string(),
+        Ok(df) => match df.collect().await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{sql}: expected an error"),
+        },
+    }
+}
+
+async fn scalar(ctx: &SessionContext, sql: &str) -> ScalarValue {
+    let batches = run(ctx, sql).await;
+    let b = batches.iter().find(|b| b.num_rows() > 0).expect("a row");
+    ScalarValue::try_from_array(b.column(0), 0).unwrap()
+}
+
+/// Calls covering every aggregate with a `_merge`, with their optional arguments.
+const CASES: &[(&str, &str)] = &[
+    ("ece", "p, y"),
+    ("ece", "p, y, 10, 'sklearn', w"),
+    ("ece", "p, y, 12, 'relplot'"),
+    ("mce", "p, y, 7, 'torchmetrics'"),
+    ("mce", "p, y, w => w"),
+    ("reliability", "p, y, 5, 'uniform', w, 0.9"),
+    ("reliability", "p, y, 10, 'kumar'"),
+    ("ace", "p, y, 10, 'netcal'"),
+    ("rmsce", "p, y"),
+    ("rmsce", "p, y, 8, 'torchmetrics', w"),
+    ("logloss", "p, y"),
+    ("logloss", "p, y, 1e-6, w"),
+    ("brier", "p, y, w"),
+    ("ips_logloss", "p, y, q"),
+    ("ips_logloss", "p, y, q, 0.2, 1e-7"),
+    ("normalized_entropy", "p, y"),
+    ("normalized_entropy", "p, y, w"),
+    ("field_ece", "p, y, f"),
+    ("field_ece", "p, y, day, w"),
+    ("field_rce", "p, y, f"),
+    ("field_rce", "p, y, f, 0.05, w"),
+    ("smooth_ece", "p, y"),
+    ("smooth_ece", "p, y, 0.05"),
+    ("fit_platt", "s, y"),
+    ("fit_platt", "s, y, q, 0.2"),
+    ("fit_gaussian_calib", "s, y"),
+    ("fit_gamma_calib", "s, y, q"),
+    ("fit_isotonic", "s, y"),
+    ("fit_histogram", "s, y, 8"),
+];
+
+#[tokio::test]
+async fn merged_daily_states_equal_the_aggregate_over_all_rows() {
+    let ctx = context().await;
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (f, args)) in CASES.iter().enumerate() {
+        let direct = scalar(&ctx, &format!("SELECT {f}({args}) FROM t")).await;
+        let merged = scalar(
+            &ctx,
+            &format!(
+                "SELECT {f}_merge(s) FROM (SELECT day, {f}_state({args}) AS s FROM t GROUP BY day)"
+            ),
+        )
+        .await;
+        assert_close(&format!("{f}({args}) merged by day"), &direct, &merged);
+        // Stored in Parquet and read back (strings come back as Utf8View).
+        let path = dir.path().join(format!("states{i}.parquet"));
+        run(
+            &ctx,
+            &format!(
+                "COPY (SELECT day, {f}_state({args}) AS s FROM t GROUP BY day) TO '{}'",
+                path.display()
+            ),
+        )
+        .await;
+        let table = format!("states{i}");
+        ctx.register_parquet(&table, path.to_str().unwrap(), Default::default())
+            .await
+            .unwrap();
+        let from_parquet = scalar(&ctx, &format!("SELECT {f}_merge(s) FROM {table}")).await;
+        assert_close(&format!("{f}({args}) via Parquet"), &direct, &from_parquet);
+        // Grouped merge: per parity of the day, against F per parity.
+        let by_half = run(
+            &ctx,
+            &format!(
+                "SELECT day % 2 AS h, {f}_merge(s) FROM (SELECT day, {f}_state({args}) AS s FROM t GROUP BY day)
+                 GROUP BY day % 2 ORDER BY h"
+            ),
+        )
+        .await;
+        let direct_half = run(
+            &ctx,
+            &format!("SELECT day % 2 AS h, {f}({args}) FROM t GROUP BY day % 2 ORDER BY h"),
+        )
+        .await;
+        let rows = |b: &[RecordBatch]| -> Vec<ScalarValue> {
+            b.iter()
+                .flat_map(|b| {
+                    (0..b.num_rows())
+                        .map(move |r| ScalarValue::try_from_array(b.column(1), r).unwrap())
+                })
+                .collect()
+        };
+        for (a, b) in rows(&direct_half).iter().zip(rows(&by_half).iter()) {
+            assert_close(&format!("{f}({args}) by parity"), a, b);
+        }
+        assert!(!leaves(&direct).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn every_merge_function_is_covered() {
+    for f in calibsql::udfs::all_aggregate_functions() {
+        if let Some(base) = f.name().strip_suffix("_merge") {
+            assert!(
+                CASES.iter().any(|(name, _)| *name == base),
+                "{} has no case in tests/state_merge.rs",
+                f.name()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn states_that_do_not_belong_together_are_errors() {
+    let ctx = context().await;
+    let e = error(
+        &ctx,
+        "SELECT ece_merge(s) FROM (SELECT ece_state(p, y) AS s FROM t UNION ALL SELECT ece_state(p, y, 10) FROM t)",
+    )
+    .await;
+    assert!(e.contains("ece_merge: cannot merge states made with different parameters: ece(n_bins => 15.0, strategy => 'uniform', w => 1.0) and ece(n_bins => 10.0, strategy => 'uniform', w => 1.0)")
+        || e.contains("ece_merge: cannot merge states made with different parameters: ece(n_bins => 10.0, strategy => 'uniform', w => 1.0) and ece(n_bins => 15.0, strategy => 'uniform', w => 1.0)"), "{e}");
+    // ece and mce states have the same layout: told apart by the recorded function.
+    let e = error(
+        &ctx,
+        "SELECT ece_merge(s) FROM (SELECT mce_state(p, y) AS s FROM t)",
+    )
+    .await;
+    assert!(e.contains("ece_merge: got a state of mce"), "{e}");
+    // Another layout: a planning error.
+    let e = error(
+        &ctx,
+        "SELECT logloss_merge(s) FROM (SELECT ece_state(p, y) AS s FROM t)",
+    )
+    .await;
+    assert!(
+        e.contains("logloss_merge: the state's layout is not logloss's"),
+        "{e}"
+    );
+    let e = error(&ctx, "SELECT ece_merge(p) FROM t").await;
+    assert!(
+        e.contains("ece_merge: argument state must be a state made by ece_state"),
+        "{e}"
+    );
+    // A state of a future format.
+    let e = error(
+        &ctx,
+        "SELECT ece_merge(named_struct('format', arrow_cast(2, 'Int32'), 'function', s['function'],
+           'params', s['params'], 'state', s['state'])) FROM (SELECT ece_state(p, y) AS s FROM t)",
+    )
+    .await;
+    assert!(
+        e.contains("ece_merge: state format 2 is not one this calibsql reads (format 1)"),
+        "{e}"
+    );
+    let e = error(&ctx, "SELECT ece_state(p, y, 10, 'quantile') FROM t").await;
+    assert!(
+        e.contains("ece_state: strategy 'quantile' keeps every row"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn sliding_windows_subtract_states_and_rows() {
+    let ctx = context().await;
+    // A 3-day rolling ECE from daily states, against ECE over those days' rows.
+    let rolled = run(
+        &ctx,
+        "SELECT day, ece_merge(s) OVER (ORDER BY day ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS e,
+                field_rce_merge(r) OVER (ORDER BY day ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS r
+         FROM (SELECT day, ece_state(p, y, 10, 'sklearn', w) AS s, field_rce_state(p, y, f) AS r FROM t GROUP BY day)
+         ORDER BY day",
+    )
+    .await;
+    for b in &rolled {
+        for r in 0..b.num_rows() {
+            let day = ScalarValue::try_from_array(b.column(0), r).unwrap();
+            let ScalarValue::Int64(Some(d)) = day else {
+                panic!("day {day:?}")
+            };
+            for (col, call) in [
+                (1, "ece(p, y, 10, 'sklearn', w)"),
+                (2, "field_rce(p, y, f)"),
+            ] {
+                let got = ScalarValue::try_from_array(b.column(col), r).unwrap();
+                let want = scalar(
+                    &ctx,
+                    &format!("SELECT {call} FROM t WHERE day BETWEEN {} AND {d}", d - 2),
+                )
+                .await;
+                assert_close(&format!("{call} days {}..{d}", d - 2), &want, &got);
+            }
+        }
+    }
+    // Rows leaving a frame of the plain aggregate.
+    let rolled = run(
+        &ctx,
+        "SELECT id, logloss(p, y) OVER (ORDER BY id ROWS BETWEEN 99 PRECEDING AND CURRENT ROW) AS l,
+                mce(p, y, 5) OVER (ORDER BY id ROWS BETWEEN 99 PRECEDING AND CURRENT ROW) AS m
+         FROM t WHERE id IN (150, 1000, 2999) OR id <= 3000 ORDER BY id",
+    )
+    .await;
+    let mut checked = 0;
+    for b in &rolled {
+        for r in 0..b.num_rows() {
+            let ScalarValue::Int64(Some(id)) = ScalarValue::try_from_array(b.column(0), r).unwrap()
+            else {
+                panic!()
+            };
+            if ![1, 150, 1000, 2999].contains(&id) {
+                continue;
+            }
+            for (col, call) in [(1, "logloss(p, y)"), (2, "mce(p, y, 5)")] {
+                let got = ScalarValue::try_from_array(b.column(col), r).unwrap();
+                let want = scalar(
+                    &ctx,
+                    &format!("SELECT {call} FROM t WHERE id BETWEEN {} AND {id}", id - 99),
+                )
+                .await;
+                assert_close(&format!("{call} rows ..{id}"), &want, &got);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 8);
+    // Aggregates whose state is not a sum say so.
+    let e = error(
+        &ctx,
+        "SELECT auc(p, y) OVER (ORDER BY id ROWS BETWEEN 5 PRECEDING AND CURRENT ROW) FROM t",
+    )
+    .await;
+    assert!(e.to_lowercase().contains("sliding"), "{e}");
+}
