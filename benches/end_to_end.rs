@@ -220,4 +220,58 @@ async fn main() {
     if "fit_gaussian_calib".contains(only.as_str()) {
         fit_state_sizes(&ctx).await;
     }
+    if "rollup".contains(only.as_str()) {
+        rollup(&ctx, &path, runs).await;
+    }
+}
+
+/// A 30-day report from stored daily states against the same metrics over the whole file:
+/// the rows are split into 30 "days" (a hash of the row), each day's `ece_state` and
+/// `field_rce_state` stored in Parquet once (not timed), then `ece_merge`/`field_rce_merge`
+/// over the 30 stored states is timed against `ece`/`field_rce` over the 20M rows.
+async fn rollup(ctx: &datafusion::prelude::SessionContext, data: &std::path::Path, runs: usize) {
+    let states = data.with_extension("daily-states.parquet");
+    let store = format!(
+        "COPY (SELECT CAST(floor(abs(score) * 1000) AS BIGINT) % 30 AS day,
+                      ece_state(p, y) AS ece_s, field_rce_state(p, y, site) AS rce_s
+               FROM t GROUP BY 1) TO '{}' STORED AS PARQUET",
+        states.display()
+    );
+    let started = Instant::now();
+    ctx.sql(&store).await.unwrap().collect().await.unwrap();
+    let store_time = started.elapsed();
+    ctx.register_parquet(
+        "daily",
+        states.to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
+    let bytes = std::fs::metadata(&states).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "30 daily states: {} KiB of Parquet, written once in {:.1} s",
+        bytes / 1024,
+        store_time.as_secs_f64()
+    );
+    for (name, scan, merge) in [
+        (
+            "ece",
+            "SELECT ece(p, y) FROM t",
+            "SELECT ece_merge(ece_s) FROM daily",
+        ),
+        (
+            "field_rce(site)",
+            "SELECT field_rce(p, y, site) FROM t",
+            "SELECT field_rce_merge(rce_s) FROM daily",
+        ),
+    ] {
+        let (base, ours) = time_pair(ctx, scan, merge, runs).await;
+        println!(
+            "30-day rollup of {name:<16} from states {:>9.1} ms   over the rows {:>9.1} ms   \
+             scan / rollup {:.0}x",
+            ours.as_secs_f64() * 1e3,
+            base.as_secs_f64() * 1e3,
+            base.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
 }
