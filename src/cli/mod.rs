@@ -45,6 +45,7 @@ impl std::error::Error for Interrupted {}
 pub fn main() -> ExitCode {
     install_panic_hook();
     let outcome = run();
+    report_peak_memory();
     if stdout_closed() {
         // The reader of our output went away (`| head`): that is not a failure.
         return ExitCode::SUCCESS;
@@ -67,6 +68,24 @@ pub fn main() -> ExitCode {
                 ExitCode::from(EXIT_FAILURE)
             }
         }
+    }
+}
+
+/// With `CALIBSQL_PEAK_RSS=1` in the environment, prints the process's peak resident memory
+/// (`VmHWM` of /proc/self/status, Linux) on standard error at exit: what the end-to-end bench
+/// reads for the memory of `auc` and `'quantile'` queries.
+fn report_peak_memory() {
+    if std::env::var_os("CALIBSQL_PEAK_RSS").is_none_or(|v| v == "0") {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let _ = writeln!(io::stderr(), "calibsql: peak RSS {} MiB", kib / 1024);
     }
 }
 
