@@ -138,7 +138,7 @@ p_hat. 1 when p_hat equals pos_rate or n = 0. Multiply predictions of the subset
     argument(name = "n", description = "Number of samples in the subset, >= 0."),
     argument(
         name = "lambda",
-        description = "Bound of the shrunk deviation, a constant > 0. Default 1.96."
+        description = "Bound of the shrunk deviation, a constant >= 0. Default 1.96; 0 trusts the observed rate entirely (the multiplier is pos_rate / p_hat, Zhao et al.)."
     )
 )]
 struct ConfCalibMultiplierDoc;
@@ -218,9 +218,9 @@ impl CalibScalar {
     /// Constant-only arguments of this function.
     fn literal_args(&self) -> &'static [LiteralArg] {
         match self.kind {
-            ScalarKind::ConfCalibMultiplier => {
-                &[(3, "lambda", "finite and > 0", |x| x.is_finite() && x > 0.0)]
-            }
+            ScalarKind::ConfCalibMultiplier => &[(3, "lambda", "finite and >= 0", |x| {
+                x.is_finite() && x >= 0.0
+            })],
             ScalarKind::PopularityPropensity => &[
                 (2, "eta", "finite and >= 0", |x| x.is_finite() && x >= 0.0),
                 (3, "clip", "in [0, 1]", |x| (0.0..=1.0).contains(&x)),
