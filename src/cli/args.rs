@@ -255,6 +255,10 @@ pub struct MetricArgs {
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
 
+    /// The name of the x axis
+    #[arg(long, value_name = "TEXT", default_value = "x")]
+    pub x_label: String,
+
     /// The name of the value axis
     #[arg(long, value_name = "TEXT", default_value = "value")]
     pub y_label: String,

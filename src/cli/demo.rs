@@ -178,7 +178,7 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
         &chart,
         &series,
         Some("Daily ECE, reference mean ± 3σ of days 0–6; the CTR model over-predicts by half from day 10"),
-        "ECE (15 bins)",
+        ("day", "ECE (15 bins)"),
     )?;
     println!("{}", chart.display());
 

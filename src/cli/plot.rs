@@ -67,7 +67,12 @@ pub async fn metric(args: &MetricArgs, options: &Options) -> anyhow::Result<()> 
     };
     let ctx = context(&options).await?;
     let series = plot::metric::metric_series(&ctx, &sql).await?;
-    plot::metric::write_metric_svg(&args.output, &series, args.title.as_deref(), &args.y_label)?;
+    plot::metric::write_metric_svg(
+        &args.output,
+        &series,
+        args.title.as_deref(),
+        (&args.x_label, &args.y_label),
+    )?;
     if !args.quiet {
         let flagged: usize = series
             .iter()

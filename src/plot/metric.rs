@@ -137,7 +137,13 @@ const PALETTE: [RGBColor; 6] = [
 const ALERT: RGBColor = RGBColor(214, 39, 40);
 
 /// The chart as SVG text: one line per series, its band shaded, flagged points in red.
-pub fn metric_svg(series: &[Series], title: Option<&str>, y_label: &str) -> anyhow::Result<String> {
+/// `labels`: the x and the value axis names.
+pub fn metric_svg(
+    series: &[Series],
+    title: Option<&str>,
+    labels: (&str, &str),
+) -> anyhow::Result<String> {
+    let (x_label, y_label) = labels;
     let points = series.iter().flat_map(|s| &s.points);
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for p in points {
@@ -164,10 +170,22 @@ pub fn metric_svg(series: &[Series], title: Option<&str>, y_label: &str) -> anyh
             .y_label_area_size(60)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(drawing)?;
+        let integral = series
+            .iter()
+            .flat_map(|s| &s.points)
+            .all(|p| p.x.fract() == 0.0);
+        let x_format = move |x: &f64| {
+            if integral {
+                format!("{x:.0}")
+            } else {
+                format!("{x}")
+            }
+        };
         chart
             .configure_mesh()
-            .x_desc("x")
+            .x_desc(x_label)
             .y_desc(y_label)
+            .x_label_formatter(&x_format)
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(drawing)?;
@@ -220,9 +238,9 @@ pub fn write_metric_svg(
     path: &Path,
     series: &[Series],
     title: Option<&str>,
-    y_label: &str,
+    labels: (&str, &str),
 ) -> anyhow::Result<()> {
-    let svg = metric_svg(series, title, y_label)?;
+    let svg = metric_svg(series, title, labels)?;
     std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -251,7 +269,7 @@ mod tests {
                 points: vec![p(0.15), Point { x: 2.0, ..p(0.3) }],
             }],
             Some("t"),
-            "ece",
+            ("day", "ece"),
         )
         .unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("ctr"));
