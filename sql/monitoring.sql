@@ -9,7 +9,8 @@
 -- COPY daily TO 'states/day=….parquet' and read the folder back). The report never rescans the
 -- logs: daily values and 7-day rolling values are merged from the states (the rolling ones by
 -- a sliding window that subtracts the day leaving it). The reference period is the first 7
--- days; a value is flagged when it leaves the reference mean ± 3 standard deviations of the
+-- days (days 0–6: a log needs more days than that, and drift after them, to be flagged); a
+-- value is flagged when it leaves the reference mean ± 3 standard deviations of the
 -- daily values (the rule NannyML uses), and that band is the interval shown with each value.
 
 CREATE TABLE daily AS

@@ -246,6 +246,15 @@ pub fn generate(
     if config.days == 0 {
         bail!("days must be at least 1");
     }
+    if let Some(drift) = config.drift {
+        if drift.from_day >= config.days {
+            bail!(
+                "--drift-day {} is past the last day ({}; days are 0 to --days − 1): no row would drift",
+                drift.from_day,
+                config.days - 1
+            );
+        }
+    }
     let mut world = World::new(config.seed);
     world.timeline = Timeline {
         days: config.days,

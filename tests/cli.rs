@@ -727,3 +727,82 @@ fn tools_check_their_flags() {
     let svg = std::fs::read_to_string(dir.path().join("x.svg")).unwrap();
     assert!(svg.contains("a  ·  ECE") && svg.contains("b  ·  ECE"));
 }
+
+#[test]
+fn plot_metric_skips_points_it_cannot_place() {
+    let dir = TempDir::new().unwrap();
+    // A metric of Infinity (field_rce with eps 0 on a value without positives) and a NaN.
+    calibsql(dir.path())
+        .args([
+            "plot",
+            "metric",
+            "-q",
+            "-c",
+            "SELECT 1 AS x, 0.5 AS value UNION ALL SELECT 2, 'inf'::double UNION ALL SELECT 3, 'nan'::double
+             UNION ALL SELECT 4, 0.7",
+            "-o",
+            "m.svg",
+        ])
+        .assert()
+        .success();
+    assert!(std::fs::read_to_string(dir.path().join("m.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+    assert_fails_with(
+        calibsql(dir.path()).args([
+            "plot",
+            "metric",
+            "-c",
+            "SELECT 1 AS x, 'nan'::double AS value",
+            "-o",
+            "n.svg",
+        ]),
+        1,
+        "no rows with a finite, non-NULL x and value",
+    );
+    assert_fails_with(
+        calibsql(dir.path()).args([
+            "plot",
+            "metric",
+            "-c",
+            "SELECT 1 AS x, 1e308 AS value UNION ALL SELECT 2, -1e308",
+            "-o",
+            "o.svg",
+        ]),
+        1,
+        "span more than a float can hold",
+    );
+}
+
+#[test]
+fn generate_refuses_a_drift_day_past_the_log() {
+    let dir = TempDir::new().unwrap();
+    assert_fails_with(
+        calibsql(dir.path()).args([
+            "generate",
+            "--rows",
+            "1000",
+            "--out",
+            "g",
+            "--days",
+            "7",
+            "--drift-day",
+            "7",
+        ]),
+        1,
+        "--drift-day 7 is past the last day (6",
+    );
+}
+
+#[test]
+fn distinct_is_refused_not_ignored() {
+    let dir = TempDir::new().unwrap();
+    assert_fails_with(
+        calibsql(dir.path()).args([
+            "-c",
+            "SELECT ece(DISTINCT p, y) FROM (VALUES (0.1, 0), (0.1, 0), (0.1, 1)) t(p, y)",
+        ]),
+        1,
+        "ece: DISTINCT is not supported",
+    );
+}

@@ -165,5 +165,5 @@ fn monitoring_flags_the_injected_drift_and_draws_the_chart() {
     );
     let drawing = std::fs::read_to_string(&svg).unwrap();
     assert!(drawing.starts_with("<svg") && drawing.contains("ctr"));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("points outside their band"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("outside their band"));
 }

@@ -80,7 +80,7 @@ pub async fn metric(args: &MetricArgs, options: &Options) -> anyhow::Result<()> 
             .sum();
         let _ = writeln!(
             io::stderr(),
-            "Wrote {} ({} series, {} points outside their band)",
+            "Wrote {} ({} series, {} point(s) outside their band)",
             args.output.display(),
             series.len(),
             flagged

@@ -59,7 +59,7 @@ pub async fn metric_series(ctx: &SessionContext, sql: &str) -> anyhow::Result<Ve
     }
     out.retain(|s| !s.points.is_empty());
     if out.is_empty() {
-        bail!("the query returned no rows with non-NULL x and value");
+        bail!("the query returned no rows with a finite, non-NULL x and value");
     }
     for s in &mut out {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
@@ -102,9 +102,13 @@ fn read_batch(batch: &RecordBatch, out: &mut Vec<Series>) -> anyhow::Result<()> 
         .map(|c| cast(c, &DataType::Utf8))
         .transpose()?;
     for r in 0..batch.num_rows() {
+        // Non-finite points (a metric of Infinity, NaN) cannot be placed: skipped.
         let (Some(x), Some(v)) = (x[r], value[r]) else {
             continue;
         };
+        if !x.is_finite() || !v.is_finite() {
+            continue;
+        }
         let name = series.as_ref().and_then(|s| {
             s.is_valid(r)
                 .then(|| s.as_string::<i32>().value(r).to_string())
@@ -112,8 +116,8 @@ fn read_batch(batch: &RecordBatch, out: &mut Vec<Series>) -> anyhow::Result<()> 
         let point = Point {
             x,
             value: v,
-            lower: lower.as_ref().and_then(|l| l[r]),
-            upper: upper.as_ref().and_then(|u| u[r]),
+            lower: lower.as_ref().and_then(|l| l[r]).filter(|v| v.is_finite()),
+            upper: upper.as_ref().and_then(|u| u[r]).filter(|v| v.is_finite()),
         };
         match out.iter_mut().find(|s| s.name == name) {
             Some(s) => s.points.push(point),
@@ -157,6 +161,9 @@ pub fn metric_svg(
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
+    if !(x1 - x0).is_finite() || !(y1 - y0).is_finite() {
+        bail!("the values span more than a float can hold ({y0} to {y1}); plot a smaller range");
+    }
     let pad = ((y1 - y0) * 0.08).max(1e-9);
     let (y0, y1) = (y0 - pad, y1 + pad);
     let mut svg = String::new();
@@ -181,8 +188,15 @@ pub fn metric_svg(
                 format!("{x}")
             }
         };
+        // Whole-number x (days): one label per value when they fit, so none is rounded.
+        let x_labels = if integral && x1 - x0 <= 30.0 {
+            (x1 - x0) as usize + 1
+        } else {
+            10
+        };
         chart
             .configure_mesh()
+            .x_labels(x_labels)
             .x_desc(x_label)
             .y_desc(y_label)
             .x_label_formatter(&x_format)

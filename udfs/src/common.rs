@@ -219,6 +219,19 @@ pub(crate) fn literal(func: &str, arg: &str, expr: &Arc<dyn PhysicalExpr>) -> Re
     }
 }
 
+/// `F(DISTINCT …)` would silently count every row: calibsql's aggregates refuse it.
+pub(crate) fn no_distinct(
+    func: &str,
+    args: &datafusion_expr::function::AccumulatorArgs,
+) -> Result<()> {
+    if args.is_distinct {
+        return plan_err!(
+            "{func}: DISTINCT is not supported; deduplicate the rows first, e.g. FROM (SELECT DISTINCT …)"
+        );
+    }
+    Ok(())
+}
+
 /// A constant number argument as f64.
 pub(crate) fn literal_f64(func: &str, arg: &str, v: &ScalarValue) -> Result<f64> {
     let cast = v

@@ -195,6 +195,7 @@ macro_rules! kernel_udaf_common {
             &self,
             args: datafusion_expr::function::AccumulatorArgs,
         ) -> datafusion_common::Result<Box<dyn datafusion_expr::Accumulator>> {
+            $crate::common::no_distinct(self.shape().name, &args)?;
             Ok(Box::new($crate::kernel::Single::new(self.kernel(&args)?)))
         }
 
@@ -209,6 +210,7 @@ macro_rules! kernel_udaf_common {
             &self,
             args: datafusion_expr::function::AccumulatorArgs,
         ) -> datafusion_common::Result<Box<dyn datafusion_expr::GroupsAccumulator>> {
+            $crate::common::no_distinct(self.shape().name, &args)?;
             Ok(Box::new($crate::kernel::Groups(self.kernel(&args)?)))
         }
     };

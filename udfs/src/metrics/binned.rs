@@ -15,7 +15,7 @@ use arrow::array::{
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
-use datafusion_common::{internal_err, Result};
+use datafusion_common::{exec_err, Result};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
@@ -686,8 +686,8 @@ impl Kernel for BinnedKernel {
                 continue;
             }
             if end - start != m || parts.iter().any(|(o, _)| o[r] != parts[0].0[r]) {
-                return internal_err!(
-                    "{}: a partial state has {} bins, expected {m}",
+                return exec_err!(
+                    "{}: a partial state has {} bins, expected {m} (a stored state edited by hand?)",
                     self.func,
                     end - start
                 );

@@ -362,6 +362,7 @@ rows. Same arguments as `{f}`."
     }
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<StateKernel> {
+        crate::common::no_distinct(&self.name, args)?;
         let shape = self.inner.call_shape();
         let params = describe(&shape, args)?;
         if params.contains("strategy => 'quantile'") {
@@ -628,6 +629,7 @@ function, or in another format are an error naming both.{retract}"
     }
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<MergeKernel> {
+        crate::common::no_distinct(&self.name, args)?;
         let shape = self.inner.call_shape();
         Ok(MergeKernel {
             inner: Arc::clone(&self.inner),
