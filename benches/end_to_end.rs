@@ -2,7 +2,9 @@
 //! in the same run, reported as time ratios (targets from the issues: `ece` ≤ 1.3× the
 //! `avg` query, `field_rce` ≤ 1.2× the equivalent `GROUP BY`, `fit_gaussian_calib(score, y,
 //! propensity)` ≤ 3× `avg(score)` with a state that does not grow with rows; the fit's state
-//! size and final-fit time are printed at the end).
+//! size and final-fit time are printed at the end), then a 30-day rollup from stored daily
+//! states against the scan, then the speed issue's pairs on a realistic file (distinct
+//! float64s, Int8 labels) with their targets and the peak memory of `auc` and `'quantile'`.
 //!
 //! `cargo bench --bench end_to_end` (rows: `CALIBSQL_BENCH_ROWS`, default 20,000,000; runs per
 //! query: `CALIBSQL_BENCH_RUNS`, default 9; the
