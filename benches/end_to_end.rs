@@ -97,6 +97,30 @@ fn peak_rss(path: &std::path::Path, sql: &str) -> String {
         .unwrap_or_else(|| format!("? ({})", stderr.trim()))
 }
 
+/// Times `ours` against `base` and prints both, their ratio and the target's verdict.
+async fn report_pair(
+    ctx: &datafusion::prelude::SessionContext,
+    (name, sql): (&str, &str),
+    (base_name, base_sql): (&str, &str),
+    target: f64,
+    runs: usize,
+) {
+    let (base, ours) = time_pair(ctx, base_sql, sql, runs).await;
+    let ratio = ours.as_secs_f64() / base.as_secs_f64();
+    let verdict = if target.is_nan() {
+        String::new()
+    } else if ratio <= target {
+        format!("(target <= {target}: met)")
+    } else {
+        format!("(target <= {target}: MISSED)")
+    };
+    println!(
+        "{name:<32} {:>9.1} ms   {base_name:<16} {:>9.1} ms   ratio {ratio:.2} {verdict}",
+        ours.as_secs_f64() * 1e3,
+        base.as_secs_f64() * 1e3
+    );
+}
+
 /// Median wall times of `a` and `b`, run alternately (so drift in the machine's load hits
 /// both alike), after one warm-up run of each.
 async fn time_pair(
@@ -249,23 +273,9 @@ async fn main() {
     // `CALIBSQL_BENCH_ONLY=fit`: run only the pairs whose name contains the text.
     let only = std::env::var("CALIBSQL_BENCH_ONLY").unwrap_or_default();
     for (name, sql, base_name, base_sql, target) in pairs {
-        if !name.contains(only.as_str()) {
-            continue;
+        if name.contains(only.as_str()) {
+            report_pair(&ctx, (name, sql), (base_name, base_sql), target, runs).await;
         }
-        let (base, ours) = time_pair(&ctx, base_sql, sql, runs).await;
-        let ratio = ours.as_secs_f64() / base.as_secs_f64();
-        let verdict = if target.is_nan() {
-            String::new()
-        } else if ratio <= target {
-            format!("(target <= {target}: met)")
-        } else {
-            format!("(target <= {target}: MISSED)")
-        };
-        println!(
-            "{name:<32} {:>9.1} ms   {base_name:<16} {:>9.1} ms   ratio {ratio:.2} {verdict}",
-            ours.as_secs_f64() * 1e3,
-            base.as_secs_f64() * 1e3
-        );
     }
     if "fit_gaussian_calib".contains(only.as_str()) {
         fit_state_sizes(&ctx).await;
@@ -340,23 +350,9 @@ async fn realistic(rows: usize, runs: usize, only: &str) {
         ),
     ];
     for (name, sql, base_name, base_sql, target) in pairs {
-        if !name.contains(only) {
-            continue;
+        if name.contains(only) {
+            report_pair(&ctx, (name, sql), (base_name, base_sql), target, runs).await;
         }
-        let (base, ours) = time_pair(&ctx, base_sql, sql, runs).await;
-        let ratio = ours.as_secs_f64() / base.as_secs_f64();
-        let verdict = if target.is_nan() {
-            String::new()
-        } else if ratio <= target {
-            format!("(target <= {target}: met)")
-        } else {
-            format!("(target <= {target}: MISSED)")
-        };
-        println!(
-            "{name:<32} {:>9.1} ms   {base_name:<16} {:>9.1} ms   ratio {ratio:.2} {verdict}",
-            ours.as_secs_f64() * 1e3,
-            base.as_secs_f64() * 1e3
-        );
     }
     for (name, sql) in [
         ("auc(p, y)", "SELECT auc(p, y) FROM t"),

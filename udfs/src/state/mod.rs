@@ -302,6 +302,23 @@ fn section() -> DocSection {
     }
 }
 
+/// Equality and hashing by name: a wrapper is defined by the function it wraps.
+macro_rules! identified_by_name {
+    ($t:ty) => {
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.name == other.name
+            }
+        }
+        impl Eq for $t {}
+        impl std::hash::Hash for $t {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.name.hash(state)
+            }
+        }
+    };
+}
+
 /// `F_state`: `F` whose value is its partial state.
 #[derive(Debug)]
 struct StateOf {
@@ -311,17 +328,7 @@ struct StateOf {
     doc: Documentation,
 }
 
-impl PartialEq for StateOf {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-impl Eq for StateOf {}
-impl std::hash::Hash for StateOf {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state)
-    }
-}
+identified_by_name!(StateOf);
 
 impl StateOf {
     fn new(inner: Arc<dyn KernelAggregate>) -> Self {
@@ -526,17 +533,7 @@ struct MergeOf {
     doc: Documentation,
 }
 
-impl PartialEq for MergeOf {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-impl Eq for MergeOf {}
-impl std::hash::Hash for MergeOf {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state)
-    }
-}
+identified_by_name!(MergeOf);
 
 impl MergeOf {
     fn new(inner: Arc<dyn KernelAggregate>) -> Self {
