@@ -191,11 +191,19 @@ macro_rules! kernel_udaf_common {
             self.shape().coerce_lenient(arg_types)
         }
 
+        $crate::kernel::kernel_accumulators!();
+    };
+}
+
+/// Both accumulator faces of an aggregate built from `self.kernel(&args)` (DISTINCT refused):
+/// the kernel-backed aggregates and the `_state` / `_merge` wrappers share them.
+macro_rules! kernel_accumulators {
+    () => {
         fn accumulator(
             &self,
             args: datafusion_expr::function::AccumulatorArgs,
         ) -> datafusion_common::Result<Box<dyn datafusion_expr::Accumulator>> {
-            $crate::common::no_distinct(self.shape().name, &args)?;
+            $crate::common::no_distinct(self.name(), &args)?;
             Ok(Box::new($crate::kernel::Single::new(self.kernel(&args)?)))
         }
 
@@ -210,11 +218,12 @@ macro_rules! kernel_udaf_common {
             &self,
             args: datafusion_expr::function::AccumulatorArgs,
         ) -> datafusion_common::Result<Box<dyn datafusion_expr::GroupsAccumulator>> {
-            $crate::common::no_distinct(self.shape().name, &args)?;
+            $crate::common::no_distinct(self.name(), &args)?;
             Ok(Box::new($crate::kernel::Groups(self.kernel(&args)?)))
         }
     };
 }
+pub(crate) use kernel_accumulators;
 pub(crate) use kernel_udaf_common;
 
 /// A kernel as a [`GroupsAccumulator`].

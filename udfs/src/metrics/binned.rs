@@ -404,17 +404,20 @@ impl BinnedKernel {
         groups: &[usize],
         filter: Option<&BooleanArray>,
     ) -> Result<()> {
-        let fixed = self.fixed.clone().expect("fixed-edge strategy");
+        // Borrowed out of `self` for the batch (no copy of its edges per batch), put back after.
+        let fixed = self.fixed.take().expect("fixed-edge strategy");
         // One copy of the loops per rule, so the uniform rule stays a multiply and a cast.
-        match fixed.strategy() {
+        let result = match fixed.strategy() {
             Strategy::Uniform => {
                 let (m, mf) = (fixed.n(), fixed.n() as f64);
                 self.update_with(values, groups, filter, move |p| {
                     (((p * mf) as usize).min(m - 1), p)
                 })
             }
-            _ => self.update_with(values, groups, filter, move |p| fixed.bin(p)),
-        }
+            _ => self.update_with(values, groups, filter, |p| fixed.bin(p)),
+        };
+        self.fixed = Some(fixed);
+        result
     }
 
     fn update_with(

@@ -29,14 +29,13 @@ use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature,
-    TypeSignature, Volatility,
+    AggregateUDF, AggregateUDFImpl, Documentation, Signature, TypeSignature, Volatility,
 };
 use datafusion_physical_expr::expressions::{Column, Literal};
 use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 
 use crate::common::{argument_default, literal, Arg, CallShape};
-use crate::kernel::{DynKernel, Groups, Kernel, KernelAggregate, Single};
+use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 
 /// The state format this version writes and reads.
 pub const STATE_FORMAT: i32 = 1;
@@ -369,7 +368,6 @@ rows. Same arguments as `{f}`."
     }
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<StateKernel> {
-        crate::common::no_distinct(&self.name, args)?;
         let shape = self.inner.call_shape();
         let params = describe(&shape, args)?;
         if params.contains("strategy => 'quantile'") {
@@ -429,20 +427,9 @@ impl AggregateUDFImpl for StateOf {
         self.inner.call_shape().coerce(arg_types)?;
         state_type(self.inner.as_ref())
     }
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args)?)))
-    }
+    crate::kernel::kernel_accumulators!();
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         self.inner.state_fields(args)
-    }
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args)?)))
     }
     fn documentation(&self) -> Option<&Documentation> {
         Some(&self.doc)
@@ -626,7 +613,6 @@ function, or in another format are an error naming both.{retract}"
     }
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<MergeKernel> {
-        crate::common::no_distinct(&self.name, args)?;
         let shape = self.inner.call_shape();
         Ok(MergeKernel {
             inner: Arc::clone(&self.inner),
@@ -663,9 +649,7 @@ impl AggregateUDFImpl for MergeOf {
         self.inner
             .return_type(&canonical_types(&self.inner.call_shape()))
     }
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Single::new(self.kernel(&args)?)))
-    }
+    crate::kernel::kernel_accumulators!();
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let mut out: Vec<FieldRef> = vec![Arc::new(Field::new(
             format_state_name(args.name, "params"),
@@ -685,15 +669,6 @@ impl AggregateUDFImpl for MergeOf {
             )));
         }
         Ok(out)
-    }
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
-    }
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(Groups(self.kernel(&args)?)))
     }
     fn documentation(&self) -> Option<&Documentation> {
         Some(&self.doc)
