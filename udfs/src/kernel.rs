@@ -36,6 +36,12 @@ pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
     /// The partial state of groups in `range`, one array per state field.
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>>;
+    /// The partial state of groups in `range` when nothing will read those groups again
+    /// (the accumulators' `state`, after which DataFusion drops or drains them): kernels
+    /// that keep rows move them out instead of copying (as DataFusion's `median` does).
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.state(range)
+    }
     /// The final value of groups in `range`.
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef>;
     /// Forgets the first `n` groups; the rest move down by `n`.
@@ -262,7 +268,7 @@ impl<K: Kernel> GroupsAccumulator for Groups<K> {
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
         let n = emit_count(emit_to, self.0.num_groups());
-        let out = self.0.state(0..n)?;
+        let out = self.0.take_state(0..n)?;
         self.0.drain(n);
         Ok(out)
     }
@@ -332,7 +338,7 @@ impl<K: Kernel> Accumulator for Single<K> {
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
         self.kernel
-            .state(0..1)?
+            .take_state(0..1)?
             .iter()
             .map(|a| ScalarValue::try_from_array(a, 0))
             .collect()

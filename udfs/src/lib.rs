@@ -21,6 +21,7 @@ use datafusion_expr::registry::FunctionRegistry;
 use datafusion_expr::{AggregateUDF, ScalarUDF};
 
 mod common;
+mod fastmath;
 pub mod fit;
 mod kernel;
 pub mod metrics;

@@ -76,6 +76,9 @@ impl Kernel for RowsKernel {
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         Ok(self.store.state(range))
     }
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        Ok(self.store.take_state(range))
+    }
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         let finish = self.finish;
         Ok(Arc::new(
@@ -239,6 +242,58 @@ impl ValueStore {
         ]
     }
 
+    /// [`ValueStore::state`], moving the rows out: one group's rows become the lists'
+    /// buffers without a copy; several are concatenated, each group freed once copied.
+    pub(crate) fn take_state(&mut self, range: Range<usize>) -> Vec<ArrayRef> {
+        let groups: Vec<Rows> = self.groups[range].iter_mut().map(std::mem::take).collect();
+        for rows in &groups {
+            self.bytes -= rows.bytes();
+        }
+        let lengths: [Vec<usize>; 4] = std::array::from_fn(|k| {
+            groups
+                .iter()
+                .map(|r| {
+                    if k < 2 {
+                        r.p[k].len()
+                    } else {
+                        r.w[k - 2].len()
+                    }
+                })
+                .collect()
+        });
+        let mut columns: [Vec<Vec<f64>>; 4] = Default::default();
+        for rows in groups {
+            let Rows {
+                p: [p0, p1],
+                w: [w0, w1],
+            } = rows;
+            for (k, v) in [p0, p1, w0, w1].into_iter().enumerate() {
+                columns[k].push(v);
+            }
+        }
+        columns
+            .into_iter()
+            .zip(lengths)
+            .map(|(mut vecs, lengths)| -> ArrayRef {
+                let values = if vecs.len() == 1 {
+                    vecs.pop().unwrap_or_default()
+                } else {
+                    let mut all = Vec::with_capacity(lengths.iter().sum());
+                    for v in vecs {
+                        all.extend_from_slice(&v);
+                    }
+                    all
+                };
+                Arc::new(ListArray::new(
+                    Arc::new(Field::new_list_field(DataType::Float64, true)),
+                    OffsetBuffer::from_lengths(lengths),
+                    Arc::new(Float64Array::from(values)),
+                    None,
+                ))
+            })
+            .collect()
+    }
+
     /// Merges four list columns as produced by [`ValueStore::state`].
     pub(crate) fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         let weighted = self.weighted();
@@ -262,6 +317,12 @@ impl ValueStore {
                 }
                 let rows = &mut self.groups[g];
                 let before = rows.p[c].capacity() + rows.w[c].capacity();
+                if rows.p[c].is_empty() {
+                    // The first state of a group sets its size exactly (one partition's
+                    // rows); later ones grow it by doubling, which then fits two exactly.
+                    rows.p[c].reserve_exact(span.len());
+                    rows.w[c].reserve_exact(wspan.len());
+                }
                 rows.p[c].extend_from_slice(&p[span]);
                 rows.w[c].extend_from_slice(&w[wspan]);
                 let after = rows.p[c].capacity() + rows.w[c].capacity();
@@ -301,8 +362,9 @@ fn unkey(k: u64) -> f64 {
 
 /// Sorts f64 values ascending (in `total_cmp` order) with an LSD radix sort on their
 /// order-preserving bit patterns, 11 bits a pass; passes in which every value has the same
-/// digit (the sign and exponent bits of probabilities, mostly) are skipped. Small inputs use
-/// the comparison sort.
+/// digit (the sign and exponent bits of probabilities, mostly) are skipped. The keys are
+/// written over the values (as f64 bit patterns), so the sort needs one scratch buffer of
+/// the input's size and nothing more. Small inputs use the comparison sort.
 pub(crate) fn radix_sort_f64(v: &mut [f64]) {
     const BITS: u32 = 11;
     const RADIX: usize = 1 << BITS;
@@ -310,15 +372,18 @@ pub(crate) fn radix_sort_f64(v: &mut [f64]) {
         v.sort_unstable_by(f64::total_cmp);
         return;
     }
-    let mut keys: Vec<u64> = v.iter().map(|&x| key(x)).collect();
-    let mut scratch = vec![0u64; keys.len()];
     let mut counts = vec![[0usize; RADIX]; 6];
-    for &k in &keys {
+    for x in v.iter_mut() {
+        let k = key(*x);
+        *x = f64::from_bits(k);
         for (d, c) in counts.iter_mut().enumerate() {
             c[((k >> (d as u32 * BITS)) as usize) & (RADIX - 1)] += 1;
         }
     }
-    let n = keys.len();
+    let n = v.len();
+    let mut scratch = vec![0.0f64; n];
+    let (mut from, mut to): (&mut [f64], &mut [f64]) = (v, &mut scratch);
+    let mut in_scratch = false;
     for (d, c) in counts.iter_mut().enumerate() {
         if c.contains(&n) {
             continue;
@@ -330,17 +395,152 @@ pub(crate) fn radix_sort_f64(v: &mut [f64]) {
             sum += t;
         }
         let shift = d as u32 * BITS;
-        for &k in &keys {
-            let digit = ((k >> shift) as usize) & (RADIX - 1);
-            scratch[c[digit]] = k;
+        for &x in from.iter() {
+            let digit = ((x.to_bits() >> shift) as usize) & (RADIX - 1);
+            to[c[digit]] = x;
             c[digit] += 1;
         }
-        std::mem::swap(&mut keys, &mut scratch);
+        std::mem::swap(&mut from, &mut to);
+        in_scratch = !in_scratch;
     }
-    for (x, k) in v.iter_mut().zip(keys) {
-        *x = unkey(k);
+    // `from` holds the sorted keys; `to` is the other buffer.
+    if in_scratch {
+        for (x, k) in to.iter_mut().zip(from.iter()) {
+            *x = unkey(k.to_bits());
+        }
+    } else {
+        for x in from.iter_mut() {
+            *x = unkey(x.to_bits());
+        }
     }
 }
+
+/// Order statistics of the union of `parts` (unsorted, left untouched): the values of
+/// ascending `ranks` (0-based, each < the total length), in `total_cmp` order, by a radix
+/// select on the order-preserving bit patterns — three read-only passes over the data and
+/// no copy of it, where sorting needs two more buffers of the same size.
+///
+/// Pass 1 counts the top 16 bits of every key; pass 2 counts the next 16 bits of the keys in
+/// the buckets that hold a wanted rank; pass 3 collects the keys of the 32-bit buckets that
+/// hold one (a handful of values for distinct scores) and sorts them. A 32-bit bucket with
+/// more than 2^16 values (heavy ties) is not collected unless its values differ: pass 3
+/// tracks its smallest and largest key, and only then (pass 4) collects it.
+/// Returns None when more than [`SELECT_MAX_RANKS`] ranks are wanted (sorting is then as
+/// cheap).
+pub(crate) fn select_ranks(parts: &[&[f64]], ranks: &[usize]) -> Option<Vec<f64>> {
+    const NONE: u32 = u32::MAX;
+    const BUCKETS: usize = 1 << 16;
+    const COLLECT_LIMIT: usize = 1 << 16;
+    if ranks.len() > SELECT_MAX_RANKS {
+        return None;
+    }
+    let keys = || parts.iter().flat_map(|p| p.iter().map(|&x| key(x)));
+    // Pass 1: the top 16 bits.
+    let mut hist1 = vec![0usize; BUCKETS];
+    for k in keys() {
+        hist1[(k >> 48) as usize] += 1;
+    }
+    // Each rank's top-16 bucket and its rank inside it.
+    let locate = |hist: &[usize], rank: usize| -> (usize, usize) {
+        let mut below = 0;
+        for (b, &c) in hist.iter().enumerate() {
+            if rank < below + c {
+                return (b, rank - below);
+            }
+            below += c;
+        }
+        unreachable!("rank < total")
+    };
+    let level1: Vec<(usize, usize)> = ranks.iter().map(|&r| locate(&hist1, r)).collect();
+    let mut slot1 = vec![NONE; BUCKETS];
+    let mut buckets1 = vec![];
+    for &(b, _) in &level1 {
+        if slot1[b] == NONE {
+            slot1[b] = buckets1.len() as u32;
+            buckets1.push(b);
+        }
+    }
+    // Pass 2: the next 16 bits, in the wanted top-16 buckets only.
+    let mut hist2 = vec![vec![0usize; BUCKETS]; buckets1.len()];
+    for k in keys() {
+        let s = slot1[(k >> 48) as usize];
+        if s != NONE {
+            hist2[s as usize][((k >> 32) & 0xffff) as usize] += 1;
+        }
+    }
+    // Each rank's 32-bit bucket (a slot in `wanted`) and its rank inside it.
+    let mut slot2 = vec![vec![NONE; BUCKETS]; buckets1.len()];
+    let mut wanted: Vec<(usize, usize)> = vec![]; // (slot1, low 16 bits of the bucket)
+    let level2: Vec<(usize, usize)> = level1
+        .iter()
+        .map(|&(b1, r1)| {
+            let s1 = slot1[b1] as usize;
+            let (b2, r2) = locate(&hist2[s1], r1);
+            if slot2[s1][b2] == NONE {
+                slot2[s1][b2] = wanted.len() as u32;
+                wanted.push((s1, b2));
+            }
+            (slot2[s1][b2] as usize, r2)
+        })
+        .collect();
+    let big: Vec<bool> = wanted
+        .iter()
+        .map(|&(s1, b2)| hist2[s1][b2] > COLLECT_LIMIT)
+        .collect();
+    // Pass 3: collect the small buckets; the smallest and largest key of the big ones.
+    let mut collected: Vec<Vec<u64>> = vec![vec![]; wanted.len()];
+    let mut range: Vec<(u64, u64)> = vec![(u64::MAX, 0); wanted.len()];
+    let find = |k: u64| -> Option<usize> {
+        let s = slot1[(k >> 48) as usize];
+        if s == NONE {
+            return None;
+        }
+        let t = slot2[s as usize][((k >> 32) & 0xffff) as usize];
+        (t != NONE).then_some(t as usize)
+    };
+    for k in keys() {
+        if let Some(t) = find(k) {
+            if big[t] {
+                let r = &mut range[t];
+                r.0 = r.0.min(k);
+                r.1 = r.1.max(k);
+            } else {
+                collected[t].push(k);
+            }
+        }
+    }
+    // Pass 4, rarely: big buckets whose values differ.
+    let differ: Vec<bool> = (0..wanted.len())
+        .map(|t| big[t] && range[t].0 != range[t].1)
+        .collect();
+    if differ.contains(&true) {
+        for k in keys() {
+            if let Some(t) = find(k) {
+                if differ[t] {
+                    collected[t].push(k);
+                }
+            }
+        }
+    }
+    for c in collected.iter_mut() {
+        c.sort_unstable();
+    }
+    Some(
+        level2
+            .iter()
+            .map(|&(t, r)| {
+                if big[t] && !differ[t] {
+                    unkey(range[t].0)
+                } else {
+                    unkey(collected[t][r])
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Most ranks [`select_ranks`] takes (two per `'quantile'` edge: 64 bins).
+pub(crate) const SELECT_MAX_RANKS: usize = 130;
 
 #[cfg(test)]
 mod tests {
@@ -371,5 +571,42 @@ mod tests {
             .iter()
             .zip(&expected)
             .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+
+    #[test]
+    fn select_ranks_matches_sorting() {
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        // Distinct scores, heavy ties, a constant, ties that differ only in low bits.
+        let sets: Vec<Vec<f64>> = vec![
+            (0..300_000)
+                .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
+                .collect(),
+            (0..300_000).map(|_| (next() % 7) as f64 / 7.0).collect(),
+            vec![0.25; 200_000],
+            (0..200_000)
+                .map(|_| f64::from_bits(0.5f64.to_bits() + next() % 3))
+                .collect(),
+            vec![0.0, -0.0, 1.0],
+        ];
+        for v in sets {
+            let (a, b) = v.split_at(v.len() / 3);
+            let mut sorted = v.clone();
+            sorted.sort_by(f64::total_cmp);
+            let n = v.len();
+            let ranks: Vec<usize> = [0, 1, n / 7, n / 2, n / 2 + 1, n - 2, n - 1]
+                .into_iter()
+                .filter(|&r| r < n)
+                .collect();
+            let got = select_ranks(&[a, b], &ranks).unwrap();
+            for (r, g) in ranks.iter().zip(got) {
+                assert_eq!(g.to_bits(), sorted[*r].to_bits(), "rank {r} of {n}");
+            }
+        }
     }
 }

@@ -21,7 +21,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
-use super::binning::{quantile_edges, FixedBins, Strategy};
+use super::binning::{quantile_edges, quantile_edges_unsorted, FixedBins, Strategy};
 use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
     fixed_lists, for_each_row, list_parts, literal, literal_checked, n_bins, usable_rows,
@@ -344,6 +344,43 @@ fn add(into: &mut BinStats, s: &BinStats) {
     }
 }
 
+/// An unweighted row touches three sums (count, Σp, Σy): with w = 1 the other three follow
+/// from them (Σw = Σw² = count, Σ(y − p) = Σy − Σp). So an unweighted kernel stores, in
+/// those three places, only what merged states add beyond that rule (zero, up to rounding,
+/// unless a weighted state is merged in): [`stored_stats`] and [`true_stats`] convert.
+#[inline(always)]
+fn add_unweighted(into: &mut BinStats, p: f64, y: f64) {
+    into[CNT] += 1.0;
+    into[WP] += p;
+    into[WY] += y;
+}
+
+/// A bin's sums as an unweighted kernel stores them (see [`add_unweighted`]).
+#[inline(always)]
+fn stored_stats(s: &BinStats) -> BinStats {
+    [
+        s[CNT],
+        s[W] - s[CNT],
+        s[WP],
+        s[WY],
+        s[WD] - (s[WY] - s[WP]),
+        s[WW] - s[CNT],
+    ]
+}
+
+/// A bin's sums from an unweighted kernel's storage (see [`add_unweighted`]).
+#[inline(always)]
+fn true_stats(s: &BinStats) -> BinStats {
+    [
+        s[CNT],
+        s[W] + s[CNT],
+        s[WP],
+        s[WY],
+        s[WD] + (s[WY] - s[WP]),
+        s[WW] + s[CNT],
+    ]
+}
+
 /// Adds checked rows to the bins of a single group. Consecutive rows often land in the same
 /// bin, and each addition would wait for the previous one to reach memory; so row i goes to
 /// copy i mod `LANES` of the bins, and the copies are summed into `bins` at the end (one
@@ -359,11 +396,30 @@ fn add_rows_one_group(
 ) {
     const LANES: usize = 4;
     let m = bins.len();
+    let Some(w) = w else {
+        // Unweighted: count, Σp, Σy (see `add_unweighted`).
+        let mut lanes = vec![[0.0; 3]; LANES * m];
+        for i in 0..p.len() {
+            let (b, pi) = bin(p[i]);
+            let lane = &mut lanes[i % LANES * m + b];
+            lane[0] += 1.0;
+            lane[1] += pi;
+            lane[2] += y[i];
+        }
+        for (b, into) in bins.iter_mut().enumerate() {
+            for k in 0..LANES {
+                let lane = &lanes[k * m + b];
+                into[CNT] += lane[0];
+                into[WP] += lane[1];
+                into[WY] += lane[2];
+            }
+        }
+        return;
+    };
     let mut lanes = vec![[0.0; NSTATS]; LANES * m];
     for i in 0..p.len() {
-        let wi = w.map_or(1.0, |w| w[i]);
         let (b, pi) = bin(p[i]);
-        add(&mut lanes[i % LANES * m + b], &stats_of(pi, y[i], wi));
+        add(&mut lanes[i % LANES * m + b], &stats_of(pi, y[i], w[i]));
     }
     for (b, into) in bins.iter_mut().enumerate() {
         for k in 0..LANES {
@@ -448,10 +504,15 @@ impl BinnedKernel {
             add_rows_one_group(bins, bin, p, y, w.map(|w| &w[..]));
             return Ok(());
         }
+        let unweighted = w.is_none();
         let mut add_row = |i: usize, pi: f64, yi: f64, wi: f64| {
             let g = if one_group { 0 } else { groups[i] };
             let (b, pi) = bin(pi);
-            add(&mut bins[g * m + b], &stats_of(pi, yi, wi));
+            if unweighted {
+                add_unweighted(&mut bins[g * m + b], pi, yi);
+            } else {
+                add(&mut bins[g * m + b], &stats_of(pi, yi, wi));
+            }
         };
         if fast {
             match w {
@@ -472,6 +533,15 @@ impl BinnedKernel {
         })
     }
 
+    /// A stored bin's sums (see [`add_unweighted`]).
+    fn true_stats(&self, s: &BinStats) -> BinStats {
+        if self.w_col.is_none() {
+            true_stats(s)
+        } else {
+            *s
+        }
+    }
+
     /// The bins of group `g`, in bin order.
     fn group_bins(&mut self, g: usize) -> Vec<Bin> {
         let m = self.m;
@@ -482,7 +552,7 @@ impl BinnedKernel {
                 .map(|(k, s)| {
                     let (lower, upper) = fixed.edges(k);
                     Bin {
-                        stats: *s,
+                        stats: self.true_stats(s),
                         lower: Some(lower),
                         upper: Some(upper),
                     }
@@ -505,6 +575,33 @@ fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
         })
         .collect();
     if rows.len() == 0 {
+        return out;
+    }
+    if let Some(edges) = quantile_edges_unsorted(rows, m) {
+        // Unweighted and many rows: edges by selection, rows binned where they lie.
+        let inner = &edges[1..m];
+        for (k, bin) in out.iter_mut().enumerate() {
+            bin.lower = Some(edges[k]);
+            bin.upper = Some(edges[k + 1]);
+        }
+        for c in 0..2 {
+            let mut sums = vec![[0.0; 2]; m];
+            for &p in &rows.p[c] {
+                let b = inner.partition_point(|&e| e < p);
+                sums[b][0] += 1.0;
+                sums[b][1] += p;
+            }
+            for (bin, [count, sum_p]) in out.iter_mut().zip(sums) {
+                let y_sum = count * c as f64;
+                let s = &mut bin.stats;
+                s[CNT] += count;
+                s[W] += count;
+                s[WW] += count;
+                s[WP] += sum_p;
+                s[WY] += y_sum;
+                s[WD] += y_sum - sum_p;
+            }
+        }
         return out;
     }
     rows.sort();
@@ -695,11 +792,13 @@ impl Kernel for BinnedKernel {
                     end - start
                 );
             }
+            let unweighted = self.w_col.is_none();
             for b in 0..m {
-                let bin = &mut self.bins[g * m + b];
-                for (k, (_, v)) in parts.iter().enumerate() {
-                    bin[k] += v[start + b];
+                let mut add_state: BinStats = std::array::from_fn(|k| parts[k].1[start + b]);
+                if unweighted {
+                    add_state = stored_stats(&add_state);
                 }
+                add(&mut self.bins[g * m + b], &add_state);
             }
         }
         Ok(())
@@ -709,7 +808,10 @@ impl Kernel for BinnedKernel {
         let n = range.len();
         Ok(if self.fixed.is_some() {
             let m = self.m;
-            let bins = &self.bins[range.start * m..range.end * m];
+            let bins: Vec<BinStats> = self.bins[range.start * m..range.end * m]
+                .iter()
+                .map(|s| self.true_stats(s))
+                .collect();
             let mut out: Vec<ArrayRef> = (0..NSTATS)
                 .map(|k| fixed_lists(bins.iter().map(|s| s[k]).collect(), m))
                 .collect();
@@ -720,6 +822,15 @@ impl Kernel for BinnedKernel {
             out.extend(self.values.state(range));
             out
         })
+    }
+
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        if self.fixed.is_some() {
+            return self.state(range);
+        }
+        let mut out: Vec<ArrayRef> = (0..NSTATS).map(|_| empty_lists(range.len())).collect();
+        out.extend(self.values.take_state(range));
+        Ok(out)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {

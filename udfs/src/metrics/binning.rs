@@ -12,7 +12,7 @@
 
 use datafusion_common::{plan_err, Result, ScalarValue};
 
-use crate::values::Rows;
+use crate::values::{self, Rows};
 
 /// A binning rule, named by the tool whose numbers it reproduces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -243,20 +243,7 @@ pub(crate) fn quantile_edges(rows: &Rows, m: usize) -> Vec<f64> {
     let qs = quantile_levels(m);
     let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
     if !weighted {
-        let at = |i: usize| kth_of_two(neg, pos, i);
-        return qs
-            .iter()
-            .map(|&q| {
-                // numpy: virtual index (n−1)·q; at or past the end, the last value.
-                let vi = (n - 1) as f64 * q;
-                if vi >= (n - 1) as f64 {
-                    return at(n - 1);
-                }
-                let below = vi.floor();
-                let i = below as usize;
-                np_lerp(at(i), at(i + 1), vi - below)
-            })
-            .collect();
+        return unweighted_quantile_edges(n, &qs, |i| kth_of_two(neg, pos, i));
     }
     // Weighted: merge the two classes by score, then numpy's inverted CDF: the first value
     // whose cumulative weight share reaches q (cdf = cumsum(w) / total, leading zeros → −1).
@@ -281,6 +268,46 @@ pub(crate) fn quantile_edges(rows: &Rows, m: usize) -> Vec<f64> {
     qs.iter()
         .map(|&q| merged[cdf.partition_point(|&c| c < q).min(n - 1)].0)
         .collect()
+}
+
+/// numpy's percentile edges of `n` values at the levels `qs`, from the order statistic `at`.
+fn unweighted_quantile_edges(n: usize, qs: &[f64], at: impl Fn(usize) -> f64) -> Vec<f64> {
+    qs.iter()
+        .map(|&q| {
+            // numpy: virtual index (n−1)·q; at or past the end, the last value.
+            let vi = (n - 1) as f64 * q;
+            if vi >= (n - 1) as f64 {
+                return at(n - 1);
+            }
+            let below = vi.floor();
+            let i = below as usize;
+            np_lerp(at(i), at(i + 1), vi - below)
+        })
+        .collect()
+}
+
+/// The `'quantile'` edges of unweighted, unsorted rows by selection (see
+/// [`values::select_ranks`]), or None when the rows are weighted, few (sorting is as fast),
+/// or the bins too many.
+pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>> {
+    let n = rows.len();
+    if n < 1 << 14 || !rows.w[0].is_empty() || !rows.w[1].is_empty() {
+        return None;
+    }
+    let qs = quantile_levels(m);
+    // The order statistics the edges read: floor and floor + 1 of each virtual index.
+    let mut ranks = vec![];
+    for &q in &qs {
+        let vi = (n - 1) as f64 * q;
+        let i = (vi.floor() as usize).min(n - 1);
+        ranks.push(i);
+        ranks.push((i + 1).min(n - 1));
+    }
+    ranks.sort_unstable();
+    ranks.dedup();
+    let values = values::select_ranks(&[&rows.p[0], &rows.p[1]], &ranks)?;
+    let at = |i: usize| values[ranks.binary_search(&i).expect("a selected rank")];
+    Some(unweighted_quantile_edges(n, &qs, at))
 }
 
 /// The rows of both classes merged by score (stable: negatives before positives on ties).
