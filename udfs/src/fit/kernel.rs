@@ -1,0 +1,293 @@
+//! The fitting aggregates' kernel: rows into per-group states, states merged, models out.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use datafusion_common::{exec_err, internal_err, Result};
+
+use crate::common::{
+    all_labels, check_propensity, check_y, f64s, for_each_row, list_parts, usable_rows,
+};
+use crate::kernel::Kernel;
+use crate::model::Model;
+
+use super::*;
+
+#[derive(Debug)]
+pub(super) struct FitKernel {
+    pub(super) method: FitMethod,
+    pub(super) bins: usize,
+    pub(super) prop_col: Option<usize>,
+    pub(super) clip: f64,
+    pub(super) groups: Vec<FitState>,
+    pub(super) bytes: usize,
+    /// Scratch: the targets of the batch on the fast path.
+    pub(super) targets: Vec<f64>,
+}
+
+impl FitKernel {
+    pub(super) fn func(&self) -> &'static str {
+        self.method.function_name()
+    }
+
+    /// The fast path of one group with every row usable (no `GROUP BY`, no NULLs, no
+    /// filter): the columns are checked in bulk, the targets computed in one vectorised pass,
+    /// and the rows added in a tight loop. Returns false, having changed nothing, when a value
+    /// is bad: the per-row path then finds the first bad row and reports it.
+    pub(super) fn update_whole(&mut self, s: &[f64], y: &[f64], q: Option<&[f64]>) -> bool {
+        let Some((lo, hi)) = finite_range(s) else {
+            return false;
+        };
+        let t: &[f64] = match q {
+            None if all_labels(y) => y,
+            None => return false,
+            Some(q) => {
+                self.targets.resize(s.len(), 0.0);
+                if !ips_targets(y, q, self.clip, &mut self.targets) {
+                    return false;
+                }
+                &self.targets
+            }
+        };
+        let st = &mut self.groups[0];
+        let before = st.len_bytes();
+        st.rows += s.len() as i64;
+        st.observe_range(lo, hi);
+        let mut i = 0;
+        while i < s.len() && !st.is_grid() {
+            st.add_point(s[i], 1.0, t[i]);
+            i += 1;
+        }
+        if let Some(grid) = &mut st.grid {
+            grid.add_rows(&s[i..], &t[i..]);
+        }
+        self.bytes = self.bytes + st.len_bytes() - before;
+        true
+    }
+
+    pub(super) fn finish(&self, st: &FitState) -> Option<Model> {
+        if st.rows == 0 {
+            return None;
+        }
+        let mut m = Model::new(self.method.model_name(), st.rows, st.s_min, st.s_max);
+        match self.method {
+            FitMethod::Platt | FitMethod::Gaussian | FitMethod::Gamma => {
+                fit_parametric(self.method, st, &mut m)
+            }
+            FitMethod::Isotonic => fit_isotonic(st, self.prop_col.is_some(), &mut m),
+            FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
+        }
+        Some(m)
+    }
+}
+
+impl Kernel for FitKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            method: self.method,
+            bins: self.bins,
+            prop_col: self.prop_col,
+            clip: self.clip,
+            groups: vec![],
+            bytes: 0,
+            targets: vec![],
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.groups.len() < n {
+            self.groups.resize_with(n, FitState::new);
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let func = self.func();
+        let s = f64s(&values[0]).values();
+        let y = f64s(&values[1]).values();
+        let q = self.prop_col.map(|pc| &f64s(&values[pc]).values()[..]);
+        let mut cols = vec![&values[0], &values[1]];
+        cols.extend(self.prop_col.map(|pc| &values[pc]));
+        let mask = usable_rows(&cols, filter);
+        if mask.is_none() && self.groups.len() == 1 && self.update_whole(s, y, q) {
+            return Ok(());
+        }
+        let clip = self.clip;
+        let states = &mut self.groups;
+        let bytes = &mut self.bytes;
+        let mut add = |g: usize, si: f64, t: f64| -> Result<()> {
+            if !si.is_finite() {
+                return exec_err!("{func}: argument score must be finite, got {si}");
+            }
+            let st = &mut states[g];
+            let before = st.len_bytes();
+            st.add_point(si, 1.0, t);
+            st.rows += 1;
+            st.observe_range(si, si);
+            *bytes = *bytes + st.len_bytes() - before;
+            Ok(())
+        };
+        match q {
+            None => for_each_row(s.len(), &mask, |i| {
+                add(groups[i], s[i], check_y(func, y[i])?)
+            }),
+            Some(q) => for_each_row(s.len(), &mask, |i| {
+                let yi = check_y(func, y[i])?;
+                let omega = check_propensity(func, q[i])?.max(clip);
+                add(groups[i], s[i], yi / omega)
+            }),
+        }
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let grid = states[0].as_boolean();
+        let rows = states[1].as_primitive::<Int64Type>();
+        let s_min = states[2].as_primitive::<Float64Type>();
+        let s_max = states[3].as_primitive::<Float64Type>();
+        // Points (lo, n, t) of every row share one offsets buffer; keys and moments, only
+        // present for grid rows, another.
+        let keys_list = states[4].as_list::<i32>();
+        let keys = keys_list.values().as_primitive::<Int64Type>().values();
+        let grid_offsets = keys_list.value_offsets();
+        let cols: Vec<(&[i32], &[f64])> = states[5..12].iter().map(list_parts).collect();
+        let offsets = cols[0].0;
+        if cols[1..3].iter().any(|(o, _)| *o != offsets)
+            || cols[3..].iter().any(|(o, _)| *o != grid_offsets)
+        {
+            return internal_err!("{}: malformed partial state", self.func());
+        }
+        for (r, &g) in groups.iter().enumerate() {
+            if rows.is_null(r) || rows.value(r) == 0 {
+                continue;
+            }
+            let (start, end) = (offsets[r] as usize, offsets[r + 1] as usize);
+            let grid_start = grid_offsets[r] as usize;
+            let grid_len = grid_offsets[r + 1] as usize - grid_start;
+            let incoming_grid = grid.value(r);
+            if grid_len != if incoming_grid { end - start } else { 0 } {
+                return internal_err!("{}: malformed partial state", self.func());
+            }
+            let st = &mut self.groups[g];
+            let before = st.len_bytes();
+            if incoming_grid && !st.is_grid() {
+                st.switch_to_grid();
+            }
+            for j in start..end {
+                let (lo, n, t) = (cols[0].1[j], cols[1].1[j], cols[2].1[j]);
+                if incoming_grid {
+                    let k = grid_start + (j - start);
+                    let e = Entry {
+                        lo,
+                        n,
+                        t,
+                        nd: cols[3].1[k],
+                        nd2: cols[4].1[k],
+                        td: cols[5].1[k],
+                        td2: cols[6].1[k],
+                    };
+                    st.add_cell(keys[k], &e)?;
+                } else {
+                    st.add_point(lo, n, t);
+                }
+            }
+            st.rows += rows.value(r);
+            st.observe_range(s_min.value(r), s_max.value(r));
+            self.bytes = self.bytes + st.len_bytes() - before;
+        }
+        Ok(())
+    }
+
+    /// The partial state: per group its mode, rows and range; the points' (lo, n, t) lists;
+    /// and, for grid groups only, the cell keys and moments (exact groups leave those lists
+    /// empty: 24 bytes a point instead of 64).
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let sts = &self.groups[range];
+        let entries: Vec<Vec<(i64, Entry)>> = sts.iter().map(FitState::keyed_entries).collect();
+        let offsets = OffsetBuffer::from_lengths(entries.iter().map(Vec::len));
+        let grid_offsets = OffsetBuffer::from_lengths(sts.iter().zip(&entries).map(|(st, e)| {
+            if st.is_grid() {
+                e.len()
+            } else {
+                0
+            }
+        }));
+        let list = |vals: ArrayRef, t: DataType, offsets: &OffsetBuffer<i32>| -> ArrayRef {
+            Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(t, true)),
+                offsets.clone(),
+                vals,
+                None,
+            ))
+        };
+        let grid_entries = || {
+            sts.iter()
+                .zip(&entries)
+                .filter(|(st, _)| st.is_grid())
+                .flat_map(|(_, e)| e)
+        };
+        let keys: Vec<i64> = grid_entries().map(|(k, _)| *k).collect();
+        let field = |f: fn(&Entry) -> f64| -> ArrayRef {
+            let v: Float64Array = entries.iter().flatten().map(|(_, e)| f(e)).collect();
+            list(Arc::new(v), DataType::Float64, &offsets)
+        };
+        let moment = |f: fn(&Entry) -> f64| -> ArrayRef {
+            let v: Float64Array = grid_entries().map(|(_, e)| f(e)).collect();
+            list(Arc::new(v), DataType::Float64, &grid_offsets)
+        };
+        Ok(vec![
+            Arc::new(BooleanArray::from(
+                sts.iter().map(|s| s.is_grid()).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                sts.iter().map(|s| s.rows).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                sts.iter().map(|s| s.s_min).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
+            )),
+            list(
+                Arc::new(Int64Array::from(keys)),
+                DataType::Int64,
+                &grid_offsets,
+            ),
+            field(|e| e.lo),
+            field(|e| e.n),
+            field(|e| e.t),
+            moment(|e| e.nd),
+            moment(|e| e.nd2),
+            moment(|e| e.td),
+            moment(|e| e.td2),
+        ])
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let models: Vec<Option<Model>> = self.groups[range]
+            .iter()
+            .map(|st| self.finish(st))
+            .collect();
+        crate::model::models_to_array(&models)
+    }
+
+    fn drain(&mut self, n: usize) {
+        for st in self.groups.drain(..n) {
+            self.bytes -= st.len_bytes();
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes + self.groups.capacity() * size_of::<FitState>()
+    }
+}

@@ -1,0 +1,150 @@
+//! The parametric calibrators (Platt, Gaussian, Gamma): constrained logistic fits on a
+//! fit's state, in standardised units.
+
+use crate::model::Model;
+use crate::optim::{minimise, objective, Node};
+
+use super::*;
+
+/// Weighted mean and standard deviation of node scores (softplus weights).
+pub(super) fn moments(nodes: &[(f64, f64, f64)]) -> (f64, f64) {
+    let w: f64 = nodes.iter().map(|n| n.1).sum();
+    let mean = nodes.iter().map(|n| n.1 * n.0).sum::<f64>() / w;
+    let var = nodes
+        .iter()
+        .map(|n| n.1 * (n.0 - mean).powi(2))
+        .sum::<f64>()
+        / w;
+    (mean, var.sqrt())
+}
+
+pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
+    // Sorted, so the sums do not depend on the order in which rows and partitions arrived.
+    let mut raw = st.nodes();
+    raw.sort_by(|x, y| {
+        x.0.total_cmp(&y.0)
+            .then(x.1.total_cmp(&y.1))
+            .then(x.2.total_cmp(&y.2))
+    });
+    let n = st.rows as f64;
+    let total_t: f64 = raw.iter().map(|x| x.2).sum();
+    let rate = (total_t / n).clamp(1e-9, 1.0 - 1e-9);
+    let c0 = (rate / (1.0 - rate)).ln();
+    let (s_min, s_max) = (st.s_min, st.s_max);
+    match method {
+        FitMethod::Platt | FitMethod::Gaussian => {
+            let (mu, sd) = moments(&raw);
+            let sd = if sd > 0.0 && sd.is_finite() { sd } else { 1.0 };
+            let u = |s: f64| (s - mu) / sd;
+            let (u_min, u_max) = (u(s_min), u(s_max));
+            if method == FitMethod::Platt {
+                let nodes: Vec<Node<2>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| Node {
+                        phi: [1.0, u(s)],
+                        a,
+                        t,
+                    })
+                    .collect();
+                let sol = minimise(&nodes, n, &[[0.0, 1.0]], [c0, 0.0]);
+                let [cu, bu] = sol.theta;
+                let b = bu / sd;
+                let c = cu - bu * mu / sd;
+                m.b = Some(b);
+                m.c = Some(c);
+                m.iterations = Some(sol.iterations);
+                m.converged = Some(sol.converged);
+                let raw_nodes: Vec<Node<2>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| Node {
+                        phi: [1.0, s],
+                        a,
+                        t,
+                    })
+                    .collect();
+                m.loss = Some(objective(&raw_nodes, n, &[c, b]));
+            } else {
+                let nodes: Vec<Node<3>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| {
+                        let x = u(s);
+                        Node {
+                            phi: [1.0, x, x * x],
+                            a,
+                            t,
+                        }
+                    })
+                    .collect();
+                let cons = [[0.0, 1.0, 2.0 * u_min], [0.0, 1.0, 2.0 * u_max]];
+                let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
+                let [cu, bu, au] = sol.theta;
+                let a = au / (sd * sd);
+                let b = bu / sd - 2.0 * au * mu / (sd * sd);
+                let c = cu - bu * mu / sd + au * mu * mu / (sd * sd);
+                m.a = Some(a);
+                m.b = Some(b);
+                m.c = Some(c);
+                m.iterations = Some(sol.iterations);
+                m.converged = Some(sol.converged);
+                let raw_nodes: Vec<Node<3>> = raw
+                    .iter()
+                    .map(|&(s, a, t)| Node {
+                        phi: [1.0, s, s * s],
+                        a,
+                        t,
+                    })
+                    .collect();
+                m.loss = Some(objective(&raw_nodes, n, &[c, b, a]));
+            }
+        }
+        FitMethod::Gamma => {
+            let range = s_max - s_min;
+            let shift = if range > 0.0 {
+                s_min - GAMMA_SHIFT_FRACTION * range
+            } else {
+                s_min - 1.0
+            };
+            let sp = |s: f64| s - shift;
+            let kappa = raw.iter().map(|x| x.1 * sp(x.0)).sum::<f64>() / n;
+            let kappa = if kappa > 0.0 && kappa.is_finite() {
+                kappa
+            } else {
+                1.0
+            };
+            let v = |s: f64| sp(s) / kappa;
+            let nodes: Vec<Node<3>> = raw
+                .iter()
+                .map(|&(s, a, t)| {
+                    let x = v(s);
+                    Node {
+                        phi: [1.0, x.ln(), x],
+                        a,
+                        t,
+                    }
+                })
+                .collect();
+            let cons = [[0.0, 1.0, v(s_min)], [0.0, 1.0, v(s_max)]];
+            let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
+            let [cv, av, bv] = sol.theta;
+            let a = av;
+            let b = bv / kappa;
+            let c = cv - av * kappa.ln();
+            m.a = Some(a);
+            m.b = Some(b);
+            m.c = Some(c);
+            m.shift = Some(shift);
+            m.iterations = Some(sol.iterations);
+            m.converged = Some(sol.converged);
+            let raw_nodes: Vec<Node<3>> = raw
+                .iter()
+                .map(|&(s, a, t)| Node {
+                    phi: [1.0, sp(s).ln(), sp(s)],
+                    a,
+                    t,
+                })
+                .collect();
+            m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
+        }
+        FitMethod::Isotonic | FitMethod::Histogram => {}
+    }
+}
