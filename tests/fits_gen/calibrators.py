@@ -116,7 +116,7 @@ Common definitions
    algorithm, as netcal implements it for 1-D (binary) input:
 
    BBQ SPEC (netcal 1.4.0, binary input, defaults)
-   * Input: p in [0, 1] (netcal raises outside), y in {0, 1}. N = number of rows. Deterministic:
+   * Input: p in [0, 1] (fit raises outside), y in {0, 1}. N = number of rows. Deterministic:
      no randomness anywhere (tqdm only draws a progress bar).
    * No BDeu. netcal's docstring says the paper's BDeu score "is currently not supported"; the
      default score is BIC, computed from a maximum-likelihood histogram fit; there is no Dirichlet
@@ -127,7 +127,8 @@ Common definitions
          s = pow(N, 1.0/3.0)   # 1.0/3.0 = 0.333..., so pow(1000, 1/3) = 9.999999999999998
          min_bins = max(1, floor(s / 10))
          max_bins = min(ceil(N / 5), ceil(s * 10))
-     e.g. N = 200: 1..40; N = 1000: 1..100; N = 2000: 1..126; N = 3000: 1..145.
+     e.g. N = 200: 1..40; N = 1000: 1..100; N = 2000: 1..126; N = 3000: 1..145; N = 8000:
+     1..200 (with cbrt, min_bins would be 2).
    * Edges of a B-bin histogram: e_k = k * (1.0/B) in float64 for k = 0..B-1, and e_B = 1.0
      (np.linspace(0, 1, B+1)).
    * Fit of one histogram (HistogramBinning.fit, scipy binned_statistic_dd): x = clip(p, eps,
@@ -151,7 +152,8 @@ Common definitions
      The -100 clamp matters only when a row's prediction is 0 or 1 and its label disagrees, which
      the fit/predict bin mismatch above can cause. The float32 arithmetic makes LL_B differ from
      the exact (float64) sum by ~1e-5..1e-4, hence the weights by ~1e-5 relative: a float64
-     implementation matches netcal to ~1e-6 (see each case's note), not to 1e-12.
+     implementation matches netcal only to ~1e-5 (2e-8..5.7e-6 on these cases, see each note),
+     not to 1e-12; the port below with torch's log-likelihood matches it exactly (0 difference).
    * Model selection ("elbow", AbstractCalibration._elbow, alpha = 0.001): var = population
      variance (ddof 0) of ALL the w_B; sort the w_B in descending order (np.argsort(w)[::-1];
      the order among exactly equal w does not change predictions); k = 0; while k < n-1 and
@@ -160,8 +162,10 @@ Common definitions
      first gap <= 0.001 * var; models with w underflowed to 0 get weight 0). Their weights are
      normalised: W_j = w_(j) / sum of kept w.
    * Prediction: BBQ(p) = clip(sum_j W_j * h_(j)(p), 0, 1), summed in the kept (descending w)
-     order. Only p in [0, 1] is accepted; p = 0 and p = 1 use the first / last bin; no other
-     clipping or epsilon is applied at prediction.
+     order. Prediction does not check the range: p <= 0 (incl. p < 0) uses the first bin,
+     p >= 1 (incl. p > 1) the last; no other clipping or epsilon is applied at prediction.
+   * Ties in p only matter through the edge rule above (equal p always share a bin). A class
+     missing from y only prints a warning.
 
 Floats in expected.rs are written with the shortest repr that round-trips (f64::NAN for NaN).
 """
@@ -708,7 +712,7 @@ def family_beta():
         pts = sorted(set(data_values(p, 10) + between_values(p, 3) + [lo / 10.0, 1e-6, 0.5, 1.0 - (1.0 - hi) / 10.0, 0.999999]))
         exp = [float(sigmoid(f_raw(params, x))) for x in pts]
         act = [nm for nm, v in (("a >= 0", a), ("b >= 0", b)) if v == 0.0]
-        note = f"{what}; a = {a!r}, b = {b!r}, c = {c!r}; unconstrained (a, b, c) = ({unc[0]:.6g}, {unc[1]:.6g}, {unc[2]:.6g})"
+        note = f"{what}; a = {float(a)!r}, b = {float(b)!r}, c = {float(c)!r}; unconstrained (a, b, c) = ({unc[0]:.6g}, {unc[1]:.6g}, {unc[2]:.6g})"
         note += "; active: " + (", ".join(act) if act else "none")
         if what.endswith(">= 0 active"):
             assert act, (table, params, unc)
@@ -1171,6 +1175,7 @@ def family_bbq():
         info = res["torch"][1]
         out[table] = (res["f64"][0], res["torch"][0], info, same)
         on_edge = sum(int(np.any(np.isin(p, bbq_edges(B)[1:-1]))) for B in range(info["range"][0], info["range"][1] + 1))
+        kept_edge = [B for B in info["kept_bins"] if np.any(np.isin(p, bbq_edges(B)[1:-1]))]
         print(
             f"  {table}: N={len(p)} bins {info['range'][0]}..{info['range'][1]}, kept {len(info['kept_bins'])} {info['kept_bins'][:8]}..., "
             f"top weight {info['weights'][0]:.4g}; max|port(f64 LL) - netcal| = {res['f64'][0]:.3g}, max|port(torch LL) - netcal| = {res['torch'][0]:.3g}; "
@@ -1182,7 +1187,9 @@ def family_bbq():
             f"{len(info['kept_bins'])} kept by the elbow (B = {info['kept_bins']}), top weight {info['weights'][0]:.6g}; "
             f"numpy port with netcal's float32 torch log-likelihood matches to {res['torch'][0]:.1e}, "
             f"with a float64 log-likelihood to {res['f64'][0]:.1e} (same kept models: {same}); "
-            f"{on_edge} binnings have rows exactly on an inner edge (fit bin != predict bin); points: data values, 0, 1, edges 0.1..0.75, near 0/1, midpoints"
+            f"elbow margins: smallest accepted gap/var {info['min_pass']:.3g}, stopping gap/var {info['stop']:.3g} (alpha 0.001); "
+            f"{on_edge} binnings have rows exactly on an inner edge (fit bin != predict bin), kept ones: B = {kept_edge}; "
+            "points: data values, 0, 1, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1e-12, 1-1e-12, midpoints"
         )
         add_case(table, "fit_bbq(p, y)", len(p), float("nan"), [(x, 0, float(v)) for x, v in zip(pts, ref)], note)
     return out

@@ -12,6 +12,9 @@
 //! try; the sums of 20M rows in the slt files and the round-trip tests are unchanged at
 //! their 1e-12 relative tolerance.
 
+// fdlibm's coefficients as published (more digits than an f64 holds; they round to it).
+#![allow(clippy::excessive_precision)]
+
 const LG1: f64 = 6.666666666666735130e-01;
 const LG2: f64 = 3.999999999940941908e-01;
 const LG3: f64 = 2.857142874366239149e-01;
@@ -25,24 +28,95 @@ const LN2_LO: f64 = 1.90821492927058770002e-10;
 const SQRT_HALF_BITS: u64 = 0x3fe6_a09e_667f_3bcd;
 const ONE_BITS: u64 = 0x3ff0_0000_0000_0000;
 const MANTISSA: u64 = 0x000f_ffff_ffff_ffff;
+const TWO_52: f64 = 4503599627370496.0;
+const TWO_52_BITS: u64 = 0x4330_0000_0000_0000;
 
 /// The natural logarithm; below 1 ulp of error for positive normal finite x, and exactly
 /// `f64::ln` elsewhere (0, subnormals, infinities, NaN, negatives).
 #[inline(always)]
 pub(crate) fn ln(x: f64) -> f64 {
-    if !(x >= f64::MIN_POSITIVE && x < f64::INFINITY) {
+    if !(f64::MIN_POSITIVE..f64::INFINITY).contains(&x) {
         return x.ln();
     }
+    ln_normal(x)
+}
+
+/// [`ln`] for positive normal finite x only (anything else gives garbage, never UB): no
+/// branch at all, so a loop over it vectorises. The binary exponent k becomes a float by
+/// the 2^52 trick (exact, and vectorisable where an integer conversion is not).
+#[inline(always)]
+pub(crate) fn ln_normal(x: f64) -> f64 {
     let bits = x.to_bits().wrapping_add(ONE_BITS - SQRT_HALF_BITS);
-    let k = (bits >> 52) as i64 - 0x3ff;
+    let dk = f64::from_bits((bits >> 52) | TWO_52_BITS) - (TWO_52 + 1023.0);
     let f = f64::from_bits((bits & MANTISSA).wrapping_add(SQRT_HALF_BITS)) - 1.0;
     let hfsq = 0.5 * f * f;
     let s = f / (2.0 + f);
     let z = s * s;
     let w = z * z;
     let r = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7))) + w * (LG2 + w * (LG4 + w * LG6));
-    let dk = k as f64;
     s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
+}
+
+/// The log loss `−[y ln p + (1−y) ln(1−p)]` of a label y in {0, 1} and p clipped to
+/// [eps, 1−eps], without a branch: the argument of the logarithm is chosen
+/// by arithmetic (exact, as y is 0 or 1) and ln(1−p) is corrected for the rounding of 1−p.
+/// An eps below machine epsilon (0 is allowed; 1 − eps may then round to 1, and p or 1 − p
+/// reach 0 or a subnormal) takes the checked [`ln`].
+#[inline(always)]
+pub(crate) fn log_loss(p: f64, y: f64, eps: f64) -> f64 {
+    if eps >= f64::EPSILON {
+        log_loss_with(p, y, eps, ln_normal)
+    } else {
+        log_loss_with(p, y, eps, ln)
+    }
+}
+
+#[inline(always)]
+fn log_loss_with(p: f64, y: f64, eps: f64, ln: impl Fn(f64) -> f64) -> f64 {
+    let p = p.max(eps).min(1.0 - eps);
+    let u = 1.0 - p;
+    let c = (1.0 - u) - p;
+    let x = y * p + (1.0 - y) * u;
+    // c = 0 whenever 1 − p is exact (always for p ≥ ½, so also at p = 1 where u = 0).
+    let correction = if c == 0.0 { 0.0 } else { c / u };
+    -(ln(x) + (1.0 - y) * correction)
+}
+
+/// Σw, Σw·loss and Σw·y of checked rows (labels 0/1, p in [0, 1], weights ≥ 0; `w` None
+/// for weight 1) in four independent lanes, so the loop vectorises.
+pub(crate) fn log_loss_sums(p: &[f64], y: &[f64], w: Option<&[f64]>, eps: f64) -> [f64; 3] {
+    if eps >= f64::EPSILON {
+        log_loss_sums_with(p, y, w, |p, y| log_loss_with(p, y, eps, ln_normal))
+    } else {
+        log_loss_sums_with(p, y, w, |p, y| log_loss_with(p, y, eps, ln))
+    }
+}
+
+#[inline(always)]
+fn log_loss_sums_with(
+    p: &[f64],
+    y: &[f64],
+    w: Option<&[f64]>,
+    log_loss: impl Fn(f64, f64) -> f64,
+) -> [f64; 3] {
+    const LANES: usize = 4;
+    let mut sums = [[0.0; LANES]; 3];
+    let n = p.len() / LANES * LANES;
+    let mut add = |i: usize, lane: usize| {
+        let wi = w.map_or(1.0, |w| w[i]);
+        sums[0][lane] += wi;
+        sums[1][lane] += wi * log_loss(p[i], y[i]);
+        sums[2][lane] += wi * y[i];
+    };
+    for start in (0..n).step_by(LANES) {
+        for lane in 0..LANES {
+            add(start + lane, lane);
+        }
+    }
+    for i in n..p.len() {
+        add(i, 0);
+    }
+    sums.map(|s| s.iter().sum())
 }
 
 /// `ln(1 − p)` for p in [0, 1]: `ln(u) + c/u` with `u = 1 − p` rounded and `c` its rounding
@@ -109,6 +183,25 @@ mod tests {
         }
         for x in [0.0, -1.0, f64::INFINITY, f64::NAN, 1e-310] {
             assert_eq!(ln(x).to_bits(), x.ln().to_bits(), "{x}");
+        }
+    }
+
+    #[test]
+    fn log_loss_is_within_two_ulps_of_std() {
+        for p in samples().into_iter().filter(|p| (0.0..=1.0).contains(p)) {
+            // Both paths: the checked one (eps below machine epsilon) and the branch-free one.
+            for eps in [1e-300, f64::EPSILON, 1e-6] {
+                let pc = p.clamp(eps, 1.0 - eps);
+                for (y, std) in [(1.0, -pc.ln()), (0.0, -(-pc).ln_1p())] {
+                    let ours = log_loss(p, y, eps);
+                    assert!(
+                        ulps(ours, std) <= 2.0,
+                        "log_loss({p:e}, {y}, {eps:e}) = {ours:e}, std {std:e}"
+                    );
+                    let [_, sum, _] = log_loss_sums(&[p], &[y], None, eps);
+                    assert_eq!(sum, ours);
+                }
+            }
         }
     }
 

@@ -130,7 +130,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.9969013721884913, 0, 0.9547692381867858),
             (0.999999, 0, 0.9973722359837396),
         ],
-        "non-logistic map, no constraint active; a = np.float64(2.0434597761147546), b = np.float64(0.3586342995289929), c = np.float64(0.9842768475669668); unconstrained (a, b, c) = (2.04346, 0.358634, 0.984277); active: none; betacal 1.1.0 BetaCalibration('abm') (a = 2.0517254164192513, b = 0.3525272362415346): max |ours - betacal| = 9.02e-04 on the fitted rows, 1.03e-03 over the points; its loss 0.5072190686035385 (ours lower by 3.21e-07); points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
+        "non-logistic map, no constraint active; a = 2.0434597761147546, b = 0.3586342995289929, c = 0.9842768475669668; unconstrained (a, b, c) = (2.04346, 0.358634, 0.984277); active: none; betacal 1.1.0 BetaCalibration('abm') (a = 2.0517254164192513, b = 0.3525272362415346): max |ours - betacal| = 9.02e-04 on the fitted rows, 1.03e-03 over the points; its loss 0.5072190686035385 (ours lower by 3.21e-07); the same betacal code with LogisticRegression(tol=1e-12) agrees to 1.0e-11 on the rows; points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
     ),
     (
         "beta_a_neg",
@@ -157,7 +157,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.9999819903421217, 0, 0.9998390460576297),
             (0.999999, 0, 0.9999835188576505),
         ],
-        "the unconstrained a is negative: a >= 0 active; a = np.float64(0.0), b = np.float64(0.7883494631159516), c = np.float64(0.12182690626250792); unconstrained (a, b, c) = (-0.476583, 1.69158, -1.12569); active: a >= 0; betacal 1.1.0 BetaCalibration('abm') (a = 0.0, b = 0.7875771739134501): max |ours - betacal| = 1.69e-04 on the fitted rows, 1.53e-04 over the points; its loss 0.627075059048418 (ours lower by 2.16e-08); points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
+        "the unconstrained a is negative: a >= 0 active; a = 0.0, b = 0.7883494631159516, c = 0.12182690626250792; unconstrained (a, b, c) = (-0.476583, 1.69158, -1.12569); active: a >= 0; betacal 1.1.0 BetaCalibration('abm') (a = 0.0, b = 0.7875771739134501): max |ours - betacal| = 1.69e-04 on the fitted rows, 1.53e-04 over the points; its loss 0.627075059048418 (ours lower by 2.16e-08); the same betacal code with LogisticRegression(tol=1e-12) agrees to 3.6e-10 on the rows; points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
     ),
     (
         "beta_b_neg",
@@ -184,7 +184,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.9999752546164609, 0, 0.4384550070933974),
             (0.999999, 0, 0.4384573947706005),
         ],
-        "the unconstrained b is negative: b >= 0 active; a = np.float64(0.4083955311277842), b = np.float64(0.0), c = np.float64(-0.2474245946343709); unconstrained (a, b, c) = (1.21908, -0.628735, 1.04287); active: b >= 0; betacal 1.1.0 BetaCalibration('abm') (a = 0.4082220243608562, b = 0.0): max |ours - betacal| = 8.93e-05 on the fitted rows, 8.64e-05 over the points; its loss 0.6539048925555151 (ours lower by 4.63e-09); points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
+        "the unconstrained b is negative: b >= 0 active; a = 0.4083955311277842, b = 0.0, c = -0.2474245946343709; unconstrained (a, b, c) = (1.21908, -0.628735, 1.04287); active: b >= 0; betacal 1.1.0 BetaCalibration('abm') (a = 0.4082220243608562, b = 0.0): max |ours - betacal| = 8.93e-05 on the fitted rows, 8.64e-05 over the points; its loss 0.6539048925555151 (ours lower by 4.63e-09); the same betacal code with LogisticRegression(tol=1e-12) agrees to 1.0e-10 on the rows; points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
     ),
     (
         "ips",
@@ -211,7 +211,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.9998873248730168, 0, 0.9885248862623722),
             (0.999999, 0, 0.9988214527616689),
         ],
-        "IPS, t = y / max(q, 0.1); a = np.float64(1.0297633330084968), b = np.float64(0.4838906015670547), c = np.float64(0.05709882561113866); unconstrained (a, b, c) = (1.02976, 0.483891, 0.0570988); active: none; points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
+        "IPS, t = y / max(q, 0.1); a = 1.0297633330084968, b = 0.4838906015670547, c = 0.05709882561113866; unconstrained (a, b, c) = (1.02976, 0.483891, 0.0570988); active: none; points: 10 data values, 3 midpoints, 5 outside the data range or at 0.5",
     ),
     (
         "hist_ties",
@@ -801,7 +801,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.999999999999, 0, 0.7901317351327041),
             (1.0, 0, 0.7901317351327041),
         ],
-        "netcal 1.4.0 BBQ() predictions; N = 2000, equal-width binnings B = 1..126, 8 kept by the elbow (B = [6, 9, 7, 8, 4, 5, 3, 11]), top weight 0.951715; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 1.1e-06 (same kept models: True); 0 binnings have rows exactly on an inner edge (fit bin != predict bin); points: data values, 0, 1, edges 0.1..0.75, near 0/1, midpoints",
+        "netcal 1.4.0 BBQ() predictions; N = 2000, equal-width binnings B = 1..126, 8 kept by the elbow (B = [6, 9, 7, 8, 4, 5, 3, 11]), top weight 0.951715; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 1.1e-06 (same kept models: True); elbow margins: smallest accepted gap/var 0.00414, stopping gap/var 2.6e-05 (alpha 0.001); 0 binnings have rows exactly on an inner edge (fit bin != predict bin), kept ones: B = []; points: data values, 0, 1, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1e-12, 1-1e-12, midpoints",
     ),
     (
         "bbq_grid",
@@ -829,7 +829,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.999999999999, 0, 0.7286183045345663),
             (1.0, 0, 0.7286183045345663),
         ],
-        "netcal 1.4.0 BBQ() predictions; N = 1000, equal-width binnings B = 1..100, 7 kept by the elbow (B = [3, 4, 5, 2, 6, 7, 8]), top weight 0.795903; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 7.4e-07 (same kept models: True); 59 binnings have rows exactly on an inner edge (fit bin != predict bin); points: data values, 0, 1, edges 0.1..0.75, near 0/1, midpoints",
+        "netcal 1.4.0 BBQ() predictions; N = 1000, equal-width binnings B = 1..100, 7 kept by the elbow (B = [3, 4, 5, 2, 6, 7, 8]), top weight 0.795903; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 7.4e-07 (same kept models: True); elbow margins: smallest accepted gap/var 0.00446, stopping gap/var 0.00017 (alpha 0.001); 59 binnings have rows exactly on an inner edge (fit bin != predict bin), kept ones: B = [4, 5, 2, 6, 8]; points: data values, 0, 1, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1e-12, 1-1e-12, midpoints",
     ),
     (
         "bbq_small",
@@ -859,7 +859,7 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.999999999999, 0, 0.7453291719735415),
             (1.0, 0, 0.7453291719735415),
         ],
-        "netcal 1.4.0 BBQ() predictions; N = 200, equal-width binnings B = 1..40, 7 kept by the elbow (B = [2, 4, 3, 5, 6, 7, 8]), top weight 0.961251; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 2.1e-08 (same kept models: True); 0 binnings have rows exactly on an inner edge (fit bin != predict bin); points: data values, 0, 1, edges 0.1..0.75, near 0/1, midpoints",
+        "netcal 1.4.0 BBQ() predictions; N = 200, equal-width binnings B = 1..40, 7 kept by the elbow (B = [2, 4, 3, 5, 6, 7, 8]), top weight 0.961251; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 2.1e-08 (same kept models: True); elbow margins: smallest accepted gap/var 0.00323, stopping gap/var 7.83e-05 (alpha 0.001); 0 binnings have rows exactly on an inner edge (fit bin != predict bin), kept ones: B = []; points: data values, 0, 1, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1e-12, 1-1e-12, midpoints",
     ),
     (
         "bbq_big",
@@ -889,6 +889,6 @@ pub const CASES: &[(&str, &str, i64, f64, &[(f64, i64, f64)], &str)] = &[
             (0.999999999999, 0, 0.9812789778487858),
             (1.0, 0, 0.9812789778487858),
         ],
-        "netcal 1.4.0 BBQ() predictions; N = 3000, equal-width binnings B = 1..145, 6 kept by the elbow (B = [10, 8, 6, 7, 9, 12]), top weight 0.676351; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 5.7e-06 (same kept models: True); 0 binnings have rows exactly on an inner edge (fit bin != predict bin); points: data values, 0, 1, edges 0.1..0.75, near 0/1, midpoints",
+        "netcal 1.4.0 BBQ() predictions; N = 3000, equal-width binnings B = 1..145, 6 kept by the elbow (B = [10, 8, 6, 7, 9, 12]), top weight 0.676351; numpy port with netcal's float32 torch log-likelihood matches to 0.0e+00, with a float64 log-likelihood to 5.7e-06 (same kept models: True); elbow margins: smallest accepted gap/var 0.0398, stopping gap/var 0.000255 (alpha 0.001); 0 binnings have rows exactly on an inner edge (fit bin != predict bin), kept ones: B = []; points: data values, 0, 1, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1e-12, 1-1e-12, midpoints",
     ),
 ];

@@ -19,7 +19,7 @@ use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
-use crate::fastmath::{ln, ln_1m};
+use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
 /// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
@@ -272,12 +272,7 @@ fn entropy(r: f64) -> f64 {
 /// `−[y ln p + (1−y) ln(1−p)]` for a label y in {0, 1} and p clipped to [eps, 1−eps].
 #[inline]
 pub(crate) fn log_loss_row(p: f64, y: f64, eps: f64) -> f64 {
-    let p = p.clamp(eps, 1.0 - eps);
-    if y == 1.0 {
-        -ln(p)
-    } else {
-        -ln_1m(p)
-    }
+    log_loss(p, y, eps)
 }
 
 /// `−[(y/ω) ln p + (1 − y/ω) ln(1 − p)]` with p clipped to [eps, 1−eps].
@@ -358,6 +353,15 @@ impl Kernel for LossKernel {
             && all_probabilities(p)
             && all_labels(y)
             && extra.is_none_or(|x| extra_ok(x));
+        if fast && one_group && matches!(kind, LossKind::LogLoss | LossKind::NormalizedEntropy) {
+            let [w, l, yw] = log_loss_sums(p, y, extra.map(|x| &x[..]), eps);
+            sw[0] += w;
+            sl[0] += l;
+            if ne {
+                sy[0] += yw;
+            }
+            return Ok(());
+        }
         if fast && one_group {
             // Four running sums instead of one, so rows do not wait for each other's
             // addition (one more rounding per batch, far inside 1e-12).
