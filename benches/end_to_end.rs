@@ -121,6 +121,19 @@ async fn report_pair(
     );
 }
 
+/// Median wall time of `sql` in milliseconds, after one warm-up run.
+async fn median_ms(ctx: &datafusion::prelude::SessionContext, sql: &str, runs: usize) -> f64 {
+    ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let mut times = vec![];
+    for _ in 0..runs {
+        let start = Instant::now();
+        ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    times[runs / 2]
+}
+
 /// Median wall times of `a` and `b`, run alternately (so drift in the machine's load hits
 /// both alike), after one warm-up run of each.
 async fn time_pair(
@@ -287,8 +300,9 @@ async fn main() {
 }
 
 /// The pairs of the speed issue on the realistic file, with their targets, and the peak
-/// memory of the `auc` and `'quantile'` queries. DuckDB is not available here: `auc` is
-/// compared with the same hand-written rank-window AUC run by DataFusion.
+/// memory of the `auc` and `'quantile'` queries. `auc` is compared with the hand-written
+/// rank-window AUC run by DataFusion and, when DuckDB is importable, by DuckDB (the issue's
+/// baseline; see [`duckdb_auc`]).
 async fn realistic(rows: usize, runs: usize, only: &str) {
     let path = realistic_path(rows);
     if !path.exists() {
@@ -354,6 +368,9 @@ async fn realistic(rows: usize, runs: usize, only: &str) {
             report_pair(&ctx, (name, sql), (base_name, base_sql), target, runs).await;
         }
     }
+    if "realistic auc(p, y)".contains(only) {
+        duckdb_auc(&ctx, &path, runs).await;
+    }
     for (name, sql) in [
         ("auc(p, y)", "SELECT auc(p, y) FROM t"),
         (
@@ -366,6 +383,47 @@ async fn realistic(rows: usize, runs: usize, only: &str) {
             println!("peak RSS of {name}: {}", peak_rss(&path, sql));
         }
     }
+}
+
+/// `auc(p, y)` against DuckDB's rank-window AUC on the same file (the issue's baseline), run
+/// by `benches/duckdb_auc.py` in a child process (its own time and peak memory) when DuckDB
+/// can be imported by `CALIBSQL_BENCH_PYTHON` (default `python3`); otherwise says how to get it.
+async fn duckdb_auc(
+    ctx: &datafusion::prelude::SessionContext,
+    path: &std::path::Path,
+    runs: usize,
+) {
+    let python = std::env::var("CALIBSQL_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/duckdb_auc.py");
+    let output = std::process::Command::new(&python)
+        .args([script, path.to_str().unwrap(), &runs.to_string()])
+        .output();
+    let line = match output {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => {
+            println!(
+                "DuckDB rank-window AUC: not run ({python} cannot import duckdb; pip install duckdb, \
+                 or set CALIBSQL_BENCH_PYTHON)"
+            );
+            return;
+        }
+    };
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (Some(ms), Some(peak), Some(version)) = (
+        fields.first().and_then(|x| x.parse::<f64>().ok()),
+        fields.get(1),
+        fields.get(3),
+    ) else {
+        println!("DuckDB rank-window AUC: unexpected output {line:?}");
+        return;
+    };
+    let ours = median_ms(ctx, "SELECT auc(p, y) FROM t", runs).await;
+    let ratio = ours / ms;
+    let verdict = if ratio <= 0.35 { "met" } else { "MISSED" };
+    println!(
+        "realistic auc(p, y) {ours:10.1} ms   DuckDB {version} rank-window AUC {ms:8.1} ms (peak {peak} MiB)   \
+         ratio {ratio:.2} (target <= 0.35: {verdict})"
+    );
 }
 
 /// A 30-day report from stored daily states against the same metrics over the whole file:

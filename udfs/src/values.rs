@@ -20,7 +20,8 @@ use datafusion_common::{internal_err, Result};
 use datafusion_expr::utils::format_state_name;
 
 use crate::common::{
-    check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_parts, usable_rows,
+    all_labels, all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row,
+    list_parts, usable_rows,
 };
 use crate::kernel::Kernel;
 
@@ -194,6 +195,29 @@ impl ValueStore {
         self.bytes += (after - before) * size_of::<f64>();
     }
 
+    /// The fast path of one group and checked, unweighted rows: every score is written to
+    /// the end of both classes' vectors and only its own class's length advances, so there
+    /// is no branch on the label (which real labels would mispredict half the time).
+    fn push_all(&mut self, p: &[f64], y: &[f64]) {
+        let rows = &mut self.groups[0];
+        let before = rows.p[0].capacity() + rows.p[1].capacity();
+        let [neg, pos] = &mut rows.p;
+        let (mut n0, mut n1) = (neg.len(), pos.len());
+        neg.resize(n0 + p.len(), 0.0);
+        pos.resize(n1 + p.len(), 0.0);
+        for (&pi, &yi) in p.iter().zip(y) {
+            neg[n0] = pi;
+            pos[n1] = pi;
+            let positive = (yi == 1.0) as usize;
+            n1 += positive;
+            n0 += 1 - positive;
+        }
+        neg.truncate(n0);
+        pos.truncate(n1);
+        let after = rows.p[0].capacity() + rows.p[1].capacity();
+        self.bytes += (after - before) * size_of::<f64>();
+    }
+
     pub(crate) fn update(
         &mut self,
         values: &[ArrayRef],
@@ -209,6 +233,15 @@ impl ValueStore {
             f64s(&values[i]).values().clone()
         });
         let mask = usable_rows(&data, filter);
+        if mask.is_none()
+            && self.groups.len() == 1
+            && w.is_none()
+            && all_probabilities(&p)
+            && all_labels(&y)
+        {
+            self.push_all(&p, &y);
+            return Ok(());
+        }
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
