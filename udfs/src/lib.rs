@@ -60,6 +60,8 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(FieldMetric::new(FieldKind::Ece))),
         udaf(Arc::new(FieldMetric::new(FieldKind::Rce))),
         udaf(Arc::new(Fit::new(FitMethod::Platt))),
+        udaf(Arc::new(Fit::new(FitMethod::Temperature))),
+        udaf(Arc::new(Fit::new(FitMethod::Beta))),
         udaf(Arc::new(Fit::new(FitMethod::Gaussian))),
         udaf(Arc::new(Fit::new(FitMethod::Gamma))),
         udaf(Arc::new(Fit::new(FitMethod::Isotonic))),

@@ -179,6 +179,22 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
     };
     Ok(match m.method(row) {
         "platt" => sigmoid(num("b", m.b)? * s + num("c", m.c)?),
+        "temperature" => {
+            let t = num("a", m.a)?;
+            if t.is_nan() || t <= 0.0 {
+                return exec_err!("calibrate: argument model has temperature a = {t}, expected > 0");
+            }
+            sigmoid(s / t)
+        }
+        "beta" => {
+            if !(0.0..=1.0).contains(&s) {
+                return exec_err!(
+                    "calibrate: a beta model takes a probability in [0, 1] as score, got {s}"
+                );
+            }
+            let p = crate::fit::beta_clip(s);
+            sigmoid(num("a", m.a)? * p.ln() - num("b", m.b)? * (-p).ln_1p() + num("c", m.c)?)
+        }
         "gaussian" => {
             let s = clamp(s)?;
             sigmoid((num("a", m.a)? * s + num("b", m.b)?) * s + num("c", m.c)?)
@@ -190,6 +206,12 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
         "isotonic" => {
             let (x, y) = m.knots(row)?;
             interp(s, x, y)?
+        }
+        "histogram_quantile" => {
+            // Bins closed on the right: the number of inner edges strictly below s.
+            let (x, y) = m.knots(row)?;
+            let inner = &x[1..x.len() - 1];
+            y[inner.partition_point(|&e| e < s).min(y.len() - 1)]
         }
         "histogram" => {
             let (_, y) = m.knots(row)?;
@@ -204,7 +226,7 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
         }
         other => {
             return exec_err!(
-                "calibrate: argument model has unknown method '{other}' (expected platt, gaussian, gamma, isotonic or histogram)"
+                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram or histogram_quantile)"
             )
         }
     })
@@ -267,7 +289,11 @@ impl<'a> ModelRef<'a> {
             part(self.knots_x, "knots_x")?,
             part(self.knots_y, "knots_y")?,
         );
-        if y.is_empty() || (self.method(row) == "isotonic" && x.len() != y.len()) {
+        let method = self.method(row);
+        if y.is_empty()
+            || (method == "isotonic" && x.len() != y.len())
+            || (method == "histogram_quantile" && x.len() != y.len() + 1)
+        {
             return exec_err!("calibrate: argument model has malformed knots");
         }
         if self.method(row) == "isotonic" && self.checked.get() != Some((x.as_ptr(), x.len())) {
@@ -354,7 +380,7 @@ interpolate between their knots and clip outside; histogram models clamp into th
     argument(name = "score", description = "The raw score to calibrate."),
     argument(
         name = "model",
-        description = "A model struct from fit_platt, fit_gaussian_calib, fit_gamma_calib, fit_isotonic or fit_histogram."
+        description = "A model struct from any fit_* aggregate (fit_platt, fit_temperature, fit_beta_calib, fit_gaussian_calib, fit_gamma_calib, fit_isotonic, fit_histogram)."
     )
 )]
 #[derive(Debug, PartialEq, Eq, Hash)]

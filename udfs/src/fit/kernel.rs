@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
-    all_labels, check_propensity, check_y, f64s, for_each_row, list_parts, usable_rows,
+    all_labels, check_p, check_propensity, check_y, f64s, for_each_row, list_parts, usable_rows,
 };
 use crate::kernel::Kernel;
 use crate::model::Model;
@@ -20,6 +20,8 @@ use super::*;
 pub(super) struct FitKernel {
     pub(super) method: FitMethod,
     pub(super) bins: usize,
+    /// `fit_histogram`'s strategy is `'quantile'`.
+    pub(super) quantile: bool,
     pub(super) prop_col: Option<usize>,
     pub(super) clip: f64,
     pub(super) groups: Vec<FitState>,
@@ -41,6 +43,9 @@ impl FitKernel {
         let Some((lo, hi)) = finite_range(s) else {
             return false;
         };
+        if self.method == FitMethod::Beta && !(lo >= 0.0 && hi <= 1.0) {
+            return false;
+        }
         let t: &[f64] = match q {
             None if all_labels(y) => y,
             None => return false,
@@ -74,10 +79,13 @@ impl FitKernel {
         }
         let mut m = Model::new(self.method.model_name(), st.rows, st.s_min, st.s_max);
         match self.method {
-            FitMethod::Platt | FitMethod::Gaussian | FitMethod::Gamma => {
-                fit_parametric(self.method, st, &mut m)
-            }
+            FitMethod::Platt
+            | FitMethod::Temperature
+            | FitMethod::Beta
+            | FitMethod::Gaussian
+            | FitMethod::Gamma => fit_parametric(self.method, st, &mut m),
             FitMethod::Isotonic => fit_isotonic(st, self.prop_col.is_some(), &mut m),
+            FitMethod::Histogram if self.quantile => fit_histogram_quantile(st, self.bins, &mut m),
             FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
         }
         Some(m)
@@ -89,6 +97,7 @@ impl Kernel for FitKernel {
         Ok(Self {
             method: self.method,
             bins: self.bins,
+            quantile: self.quantile,
             prop_col: self.prop_col,
             clip: self.clip,
             groups: vec![],
@@ -124,11 +133,19 @@ impl Kernel for FitKernel {
             return Ok(());
         }
         let clip = self.clip;
+        let method = self.method;
+        let score = if method == FitMethod::Temperature {
+            "logit"
+        } else {
+            "score"
+        };
         let states = &mut self.groups;
         let bytes = &mut self.bytes;
         let mut add = |g: usize, si: f64, t: f64| -> Result<()> {
-            if !si.is_finite() {
-                return exec_err!("{func}: argument score must be finite, got {si}");
+            if method == FitMethod::Beta {
+                check_p(func, "p", si)?;
+            } else if !si.is_finite() {
+                return exec_err!("{func}: argument {score} must be finite, got {si}");
             }
             let st = &mut states[g];
             let before = st.len_bytes();

@@ -30,19 +30,21 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion_common::Result;
+use datafusion_common::{plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
-use crate::common::{f64_list_type, literal_checked, n_bins, Arg, CallShape};
+use crate::common::{f64_list_type, literal, literal_checked, n_bins, Arg, CallShape};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common};
+use crate::metrics::binning::Strategy;
 
 mod grid;
 mod kernel;
 mod nonparametric;
 mod parametric;
+pub(crate) use parametric::beta_clip;
 mod state;
 
 use grid::*;
@@ -73,6 +75,8 @@ const N_IDS: usize = LOG_IDS as usize + 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FitMethod {
     Platt,
+    Temperature,
+    Beta,
     Gaussian,
     Gamma,
     Isotonic,
@@ -83,6 +87,8 @@ impl FitMethod {
     pub fn function_name(&self) -> &'static str {
         match self {
             FitMethod::Platt => "fit_platt",
+            FitMethod::Temperature => "fit_temperature",
+            FitMethod::Beta => "fit_beta_calib",
             FitMethod::Gaussian => "fit_gaussian_calib",
             FitMethod::Gamma => "fit_gamma_calib",
             FitMethod::Isotonic => "fit_isotonic",
@@ -94,6 +100,8 @@ impl FitMethod {
     pub fn model_name(&self) -> &'static str {
         match self {
             FitMethod::Platt => "platt",
+            FitMethod::Temperature => "temperature",
+            FitMethod::Beta => "beta",
             FitMethod::Gaussian => "gaussian",
             FitMethod::Gamma => "gamma",
             FitMethod::Isotonic => "isotonic",
@@ -103,6 +111,8 @@ impl FitMethod {
 }
 
 const FIT_ARGS: &[Arg] = &[Arg::Num("score"), Arg::Label("y")];
+const TEMPERATURE_ARGS: &[Arg] = &[Arg::Num("logit"), Arg::Label("y")];
+const BETA_ARGS: &[Arg] = &[Arg::Num("p"), Arg::Label("y")];
 const FIT_OPTIONAL: &[Arg] = &[Arg::Num("propensity"), Arg::LitNum("clip")];
 
 #[user_doc(
@@ -132,6 +142,65 @@ const FIT_OPTIONAL: &[Arg] = &[Arg::Num("propensity"), Arg::LitNum("clip")];
     )
 )]
 struct FitPlattDoc;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits temperature scaling `σ(logit / T)`, T > 0 (Guo et al. 2017; a baseline of Kweon et al. and Zhao \
+et al.), by minimising the mean log loss — or, with `propensity`, the mean IPS log loss (UERM) with ω = \
+max(propensity, clip). The model keeps T in field `a`. When the logits are not positively associated with the \
+label the optimum lies at T = +∞ (every probability 0.5): the model then has `a` = +inf.",
+    syntax_example = "fit_temperature(logit, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, round(m['a'], 4) AS temperature
+  FROM (SELECT fit_temperature(l, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (1.0, 0), (1.0, 1), (2.0, 1)) AS t(l, y));
++-------------+-------------+
+| method      | temperature |
++-------------+-------------+
+| temperature | 1.6153      |
++-------------+-------------+
+```"#,
+    argument(name = "logit", description = "The model's logit (any finite number)."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitTemperatureDoc;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits beta calibration `σ(a·ln p − b·ln(1−p) + c)` with a, b >= 0 (Kull et al. 2017, the 'abm' \
+model; a baseline of Kweon et al.), by minimising the mean log loss — or, with `propensity`, the mean IPS log loss \
+with ω = max(propensity, clip). p is clipped to [ε, 1−ε] (ε = 2.2e-16) before the logarithms, as betacal does. \
+Unlike betacal, which refits without a feature whose coefficient comes out negative, the constraints are solved \
+exactly, so the loss is never higher than betacal's.",
+    syntax_example = "fit_beta_calib(p, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, m['a'] >= 0 AND m['b'] >= 0 AS monotone
+  FROM (SELECT fit_beta_calib(p, y) AS m FROM (VALUES (0.1, 0), (0.2, 0), (0.3, 1), (0.6, 0), (0.7, 1), (0.9, 1)) AS t(p, y));
++--------+----------+
+| method | monotone |
++--------+----------+
+| beta   | true     |
++--------+----------+
+```"#,
+    argument(name = "p", description = "The predicted probability, in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitBetaDoc;
 
 #[user_doc(
     doc_section(label = "Calibrators"),
@@ -221,10 +290,13 @@ struct FitIsotonicDoc;
 
 #[user_doc(
     doc_section(label = "Calibrators"),
-    description = "Histogram binning: n_bins equal-width bins over [s_min, s_max], each predicting the positive rate \
-of its rows; an empty bin predicts the overall positive rate. The model keeps the n_bins + 1 edges in `knots_x` and \
-the rates in `knots_y`; `calibrate` clamps scores into the range.",
-    syntax_example = "fit_histogram(score, y [, n_bins])",
+    description = "Histogram binning: n_bins bins, each predicting the positive rate of its rows; an empty bin \
+predicts the overall positive rate. With strategy 'uniform' (the default) the bins have equal width over [s_min, \
+s_max] and are closed on the left; with 'quantile' (equal-frequency, the baseline of Zhao et al.) the edges are \
+`numpy.percentile` of the scores at `linspace(0, 100, n_bins + 1)`, exactly as the binned metrics' 'quantile', the \
+bins closed on the right (equal scores share a bin) and the model's method is `histogram_quantile`. The model keeps \
+the n_bins + 1 edges in `knots_x` and the rates in `knots_y`; `calibrate` clamps scores into the range.",
+    syntax_example = "fit_histogram(score, y [, n_bins [, strategy]])",
     sql_example = r#"```sql
 > SELECT m['knots_y'] AS rates
   FROM (SELECT fit_histogram(s, y, 2) AS m FROM (VALUES (0.0, 0), (1.0, 0), (2.0, 1), (3.0, 1), (4.0, 0)) AS t(s, y));
@@ -239,6 +311,10 @@ the rates in `knots_y`; `calibrate` clamps scores into the range.",
     argument(
         name = "n_bins",
         description = "Number of bins, an integer constant in [1, 10000]. Default 15."
+    ),
+    argument(
+        name = "strategy",
+        description = "'uniform' (equal width, the default) or 'quantile' (equal frequency)."
     )
 )]
 struct FitHistogramDoc;
@@ -263,9 +339,13 @@ impl Fit {
     fn shape(&self) -> CallShape {
         CallShape {
             name: self.method.function_name(),
-            required: FIT_ARGS,
+            required: match self.method {
+                FitMethod::Temperature => TEMPERATURE_ARGS,
+                FitMethod::Beta => BETA_ARGS,
+                _ => FIT_ARGS,
+            },
             optional: match self.method {
-                FitMethod::Histogram => &[Arg::LitInt("n_bins")],
+                FitMethod::Histogram => &[Arg::LitInt("n_bins"), Arg::LitStr("strategy")],
                 _ => FIT_OPTIONAL,
             },
         }
@@ -293,9 +373,25 @@ impl Fit {
                 },
             ),
         };
+        let quantile = match (self.method, args.exprs.get(3)) {
+            (FitMethod::Histogram, Some(e)) => {
+                let v = literal(func, "strategy", e)?;
+                match Strategy::parse(func, &v)? {
+                    Strategy::Uniform => false,
+                    Strategy::Quantile => true,
+                    _ => {
+                        return plan_err!(
+                            "{func}: argument strategy must be 'uniform' or 'quantile', got {v}"
+                        )
+                    }
+                }
+            }
+            _ => false,
+        };
         Ok(FitKernel {
             method: self.method,
             bins,
+            quantile,
             prop_col,
             clip,
             groups: vec![],
@@ -340,6 +436,8 @@ impl AggregateUDFImpl for Fit {
     fn documentation(&self) -> Option<&Documentation> {
         match self.method {
             FitMethod::Platt => FitPlattDoc.doc(),
+            FitMethod::Temperature => FitTemperatureDoc.doc(),
+            FitMethod::Beta => FitBetaDoc.doc(),
             FitMethod::Gaussian => FitGaussianDoc.doc(),
             FitMethod::Gamma => FitGammaDoc.doc(),
             FitMethod::Isotonic => FitIsotonicDoc.doc(),

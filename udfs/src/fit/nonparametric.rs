@@ -52,6 +52,48 @@ pub(super) fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
     m.converged = Some(true);
 }
 
+/// Histogram binning with `'quantile'` bins: edges `numpy.percentile` of the fitted scores
+/// (the rule of the binned metrics' `'quantile'`, see `metrics::binning`), bins closed on the
+/// right (`searchsorted(inner edges, s, 'left')`, so equal scores share a bin), each bin's
+/// positive rate; an empty bin (equal edges) predicts the overall rate.
+pub(super) fn fit_histogram_quantile(st: &FitState, bins: usize, m: &mut Model) {
+    use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
+    let pts = st.sorted_points();
+    // Rank r → score: the points carry their row counts.
+    let mut cumulative = Vec::with_capacity(pts.len());
+    let mut total = 0.0;
+    for &(_, n, _) in &pts {
+        total += n;
+        cumulative.push(total);
+    }
+    let rows = total.round() as usize;
+    let at = |r: usize| {
+        pts[cumulative
+            .partition_point(|&c| c <= r as f64)
+            .min(pts.len() - 1)]
+        .0
+    };
+    let edges = unweighted_quantile_edges(rows, &quantile_levels(bins), at);
+    let inner = &edges[1..bins];
+    let bin_of = |s: f64| inner.partition_point(|&e| e < s);
+    let mut n = vec![0.0; bins];
+    let mut t = vec![0.0; bins];
+    for &(s, pn, pt) in &pts {
+        let b = bin_of(s);
+        n[b] += pn;
+        t[b] += pt;
+    }
+    let overall = t.iter().sum::<f64>() / n.iter().sum::<f64>();
+    let rates: Vec<f64> = (0..bins)
+        .map(|b| if n[b] > 0.0 { t[b] / n[b] } else { overall })
+        .collect();
+    m.method = "histogram_quantile".to_string();
+    m.loss = Some(points_loss(&pts, |i| rates[bin_of(pts[i].0)]));
+    m.knots_x = Some(edges);
+    m.knots_y = Some(rates);
+    m.converged = Some(true);
+}
+
 pub(super) fn fit_histogram(st: &FitState, bins: usize, m: &mut Model) {
     let pts = st.sorted_points();
     let (lo, hi) = (st.s_min, st.s_max);

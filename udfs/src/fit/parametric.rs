@@ -145,6 +145,99 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 .collect();
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
+        FitMethod::Temperature => {
+            // f = β·s with β = 1/T ≥ 0, in units of the root mean square score.
+            let w: f64 = raw.iter().map(|x| x.1).sum();
+            let rms = (raw.iter().map(|x| x.1 * x.0 * x.0).sum::<f64>() / w).sqrt();
+            let rms = if rms > 0.0 && rms.is_finite() {
+                rms
+            } else {
+                1.0
+            };
+            let nodes: Vec<Node<1>> = raw
+                .iter()
+                .map(|&(s, a, t)| Node {
+                    phi: [s / rms],
+                    a,
+                    t,
+                })
+                .collect();
+            let sol = minimise(&nodes, n, &[[1.0]], [1.0]);
+            let beta = sol.theta[0] / rms;
+            m.a = Some(if beta > 0.0 {
+                1.0 / beta
+            } else {
+                f64::INFINITY
+            });
+            m.iterations = Some(sol.iterations);
+            m.converged = Some(sol.converged);
+            let raw_nodes: Vec<Node<1>> = raw
+                .iter()
+                .map(|&(s, a, t)| Node { phi: [s], a, t })
+                .collect();
+            m.loss = Some(objective(&raw_nodes, n, &[beta]));
+        }
+        FitMethod::Beta => {
+            // f = c + a·ln p − b·ln(1−p), a, b ≥ 0; each feature in units of its root mean square.
+            let features = |p: f64| {
+                let p = beta_clip(p);
+                [p.ln(), -(-p).ln_1p()]
+            };
+            let w: f64 = raw.iter().map(|x| x.1).sum();
+            let mut scale = [0.0; 2];
+            for &(s, a, _) in &raw {
+                let f = features(s);
+                for k in 0..2 {
+                    scale[k] += a * f[k] * f[k];
+                }
+            }
+            let scale = scale.map(|v| {
+                let r = (v / w).sqrt();
+                if r > 0.0 && r.is_finite() {
+                    r
+                } else {
+                    1.0
+                }
+            });
+            let nodes: Vec<Node<3>> = raw
+                .iter()
+                .map(|&(s, a, t)| {
+                    let f = features(s);
+                    Node {
+                        phi: [1.0, f[0] / scale[0], f[1] / scale[1]],
+                        a,
+                        t,
+                    }
+                })
+                .collect();
+            let cons = [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+            let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
+            let [c, au, bu] = sol.theta;
+            let (a, b) = (au / scale[0], bu / scale[1]);
+            m.a = Some(a);
+            m.b = Some(b);
+            m.c = Some(c);
+            m.iterations = Some(sol.iterations);
+            m.converged = Some(sol.converged);
+            let raw_nodes: Vec<Node<3>> = raw
+                .iter()
+                .map(|&(s, wt, t)| {
+                    let f = features(s);
+                    Node {
+                        phi: [1.0, f[0], f[1]],
+                        a: wt,
+                        t,
+                    }
+                })
+                .collect();
+            m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
+        }
         FitMethod::Isotonic | FitMethod::Histogram => {}
     }
+}
+
+/// Beta calibration reads p clipped to [ε, 1−ε], ε = 2^-52, as betacal does
+/// (`np.clip(p, eps, 1 - eps)` with numpy's float64 eps).
+pub(crate) fn beta_clip(p: f64) -> f64 {
+    p.clamp(f64::EPSILON, 1.0 - f64::EPSILON)
 }

@@ -203,7 +203,7 @@ fn np_lerp(a: f64, b: f64, t: f64) -> f64 {
 
 /// The probabilities `q_k` numpy's percentile sees for scikit-learn's
 /// `np.percentile(p, np.linspace(0, 1, M+1) * 100)`: `(linspace · 100) / 100`.
-fn quantile_levels(m: usize) -> Vec<f64> {
+pub(crate) fn quantile_levels(m: usize) -> Vec<f64> {
     (0..=m).map(|k| linspace01(k, m) * 100.0 / 100.0).collect()
 }
 
@@ -271,7 +271,11 @@ pub(crate) fn quantile_edges(rows: &Rows, m: usize) -> Vec<f64> {
 }
 
 /// numpy's percentile edges of `n` values at the levels `qs`, from the order statistic `at`.
-fn unweighted_quantile_edges(n: usize, qs: &[f64], at: impl Fn(usize) -> f64) -> Vec<f64> {
+pub(crate) fn unweighted_quantile_edges(
+    n: usize,
+    qs: &[f64],
+    at: impl Fn(usize) -> f64,
+) -> Vec<f64> {
     qs.iter()
         .map(|&q| {
             // numpy: virtual index (n−1)·q; at or past the end, the last value.

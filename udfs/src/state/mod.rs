@@ -61,6 +61,8 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(FieldMetric::new(FieldKind::Rce)),
         Arc::new(SmoothEce::new()),
         Arc::new(Fit::new(FitMethod::Platt)),
+        Arc::new(Fit::new(FitMethod::Temperature)),
+        Arc::new(Fit::new(FitMethod::Beta)),
         Arc::new(Fit::new(FitMethod::Gaussian)),
         Arc::new(Fit::new(FitMethod::Gamma)),
         Arc::new(Fit::new(FitMethod::Isotonic)),

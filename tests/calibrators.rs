@@ -1,0 +1,148 @@
+//! The calibrators of the papers (issue "Every calibrator and metric of the papers") against
+//! values computed independently of calibsql.
+//!
+//! The data sets `tests/data/calibrators/*.csv` and the expected values in
+//! `tests/data/calibrators/expected.rs` come from `tests/fits_gen/calibrators.py` (numpy and
+//! scipy with fixed seeds: projected Newton optima polished to a residual below 2e-15 and
+//! cross-checked with SLSQP, L-BFGS-B and trust-constr; scikit-learn's temperature and betacal
+//! 1.1.0 for comparison; numpy for the quantile histogram; netcal 1.4.0 for BBQ). The script's
+//! docstring states every definition. Nothing here is computed by calibsql itself.
+//!
+//! Each case fits a model over its CSV table, checks the model's row count and loss, and
+//! compares `calibrate` at the case's points. Cases of functions not implemented yet are
+//! listed in [`PENDING`] (so a generated case is never silently skipped: every case either
+//! runs or is pending by name).
+
+// The generated table is a plain tuple per case (see expected.rs).
+#![allow(clippy::type_complexity)]
+
+use std::path::Path;
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::compute::{cast, concat_batches};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::prelude::{CsvReadOptions, SessionContext};
+
+include!("data/calibrators/expected.rs");
+
+/// Functions of the generated cases still to be implemented.
+const PENDING: &[&str] = &["fit_bbq", "fit_ilps", "fit_field_calib", "fit_confcalib"];
+
+/// The model's mean loss against the reference optimum (relative; both sides).
+const LOSS_REL: f64 = 1e-9;
+/// `calibrate` at the points against the reference (absolute).
+const PROB_ABS: f64 = 1e-6;
+
+fn function_of(call: &str) -> &str {
+    call.split('(').next().unwrap_or(call)
+}
+
+async fn context() -> SessionContext {
+    let ctx = calibsql::new_context();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/calibrators");
+    let mut tables: Vec<&str> = CASES.iter().map(|c| c.0).collect();
+    tables.sort();
+    tables.dedup();
+    for t in tables {
+        let path = dir.join(format!("{t}.csv"));
+        ctx.register_csv(t, path.to_str().unwrap(), CsvReadOptions::new())
+            .await
+            .unwrap();
+    }
+    ctx
+}
+
+/// Runs one case; returns its mismatches.
+async fn check_case(
+    ctx: &SessionContext,
+    (table, call, rows, loss, points, note): (&str, &str, i64, f64, &[(f64, i64, f64)], &str),
+) -> Vec<String> {
+    let mut out = vec![];
+    let field = points.iter().any(|p| p.1 != 0);
+    let values: Vec<String> = points
+        .iter()
+        .enumerate()
+        .map(|(i, (s, f, _))| format!("({i}, CAST({s:?} AS DOUBLE), CAST({f} AS BIGINT))"))
+        .collect();
+    let apply = if field {
+        "calibrate(v.s, m.m, v.f)"
+    } else {
+        "calibrate(v.s, m.m)"
+    };
+    let sql = format!(
+        "WITH m AS (SELECT {call} AS m FROM {table})
+         SELECT v.i, {apply}, m.m['n'], m.m['loss'], m.m['converged']
+         FROM (VALUES {}) AS v(i, s, f) CROSS JOIN m ORDER BY v.i",
+        values.join(", ")
+    );
+    let batches = match ctx.sql(&sql).await {
+        Ok(df) => match df.collect().await {
+            Ok(b) => b,
+            Err(e) => return vec![format!("{call} on {table}: {}", e.strip_backtrace())],
+        },
+        Err(e) => return vec![format!("{call} on {table}: {}", e.strip_backtrace())],
+    };
+    let batch = concat_batches(&batches[0].schema(), &batches).unwrap();
+    let col = |i: usize| cast(batch.column(i), &DataType::Float64).unwrap();
+    let (p, loss_col) = (col(1), col(3));
+    let n = cast(batch.column(2), &DataType::Int64).unwrap();
+    let n = n.as_primitive::<Int64Type>().value(0);
+    if n != rows {
+        out.push(format!("{call} on {table}: n = {n}, expected {rows}"));
+    }
+    if !loss.is_nan() {
+        let got = loss_col.as_primitive::<Float64Type>().value(0);
+        if ((got - loss) / loss).abs() > LOSS_REL {
+            out.push(format!(
+                "{call} on {table}: loss {got:e}, reference {loss:e} (rel {:e})",
+                (got - loss) / loss
+            ));
+        }
+    }
+    let p = p.as_primitive::<Float64Type>();
+    for (i, &(s, f, want)) in points.iter().enumerate() {
+        let got = p.value(i);
+        if p.is_null(i) || (got - want).abs() > PROB_ABS {
+            out.push(format!(
+                "{call} on {table}: calibrate({s:e}{}) = {got:e}, expected {want:e} [{note}]",
+                if field {
+                    format!(", {f}")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn calibrators_match_their_references() {
+    let ctx = context().await;
+    let mut errors = vec![];
+    let mut ran = 0;
+    for case in CASES {
+        if PENDING.contains(&function_of(case.1)) {
+            continue;
+        }
+        ran += 1;
+        errors.extend(check_case(&ctx, *case).await);
+    }
+    assert!(ran > 0);
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[tokio::test]
+async fn every_generated_case_runs_or_is_pending_by_name() {
+    let functions: Vec<String> = calibsql_udfs::all_aggregate_functions()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    for (_, call, ..) in CASES {
+        let f = function_of(call);
+        assert!(
+            functions.iter().any(|g| g == f) != PENDING.contains(&f),
+            "{f}: implemented and pending, or neither"
+        );
+    }
+}
