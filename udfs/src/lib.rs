@@ -66,6 +66,7 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Fit::new(FitMethod::Gamma))),
         udaf(Arc::new(Fit::new(FitMethod::Isotonic))),
         udaf(Arc::new(Fit::new(FitMethod::Histogram))),
+        udaf(Arc::new(Fit::new(FitMethod::Ilps))),
     ]
     .into_iter()
     .chain(state::state_functions())

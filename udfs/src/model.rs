@@ -207,6 +207,10 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
             let (x, y) = m.knots(row)?;
             interp(s, x, y)?
         }
+        "ilps" => {
+            let (x, y) = m.knots(row)?;
+            sigmoid(interp(s, x, y)?)
+        }
         "histogram_quantile" => {
             // Bins closed on the right: the number of inner edges strictly below s.
             let (x, y) = m.knots(row)?;
@@ -226,7 +230,7 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
         }
         other => {
             return exec_err!(
-                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram or histogram_quantile)"
+                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram, histogram_quantile or ilps)"
             )
         }
     })
@@ -291,12 +295,14 @@ impl<'a> ModelRef<'a> {
         );
         let method = self.method(row);
         if y.is_empty()
-            || (method == "isotonic" && x.len() != y.len())
+            || (matches!(method, "isotonic" | "ilps") && x.len() != y.len())
             || (method == "histogram_quantile" && x.len() != y.len() + 1)
         {
             return exec_err!("calibrate: argument model has malformed knots");
         }
-        if self.method(row) == "isotonic" && self.checked.get() != Some((x.as_ptr(), x.len())) {
+        if matches!(method, "isotonic" | "ilps")
+            && self.checked.get() != Some((x.as_ptr(), x.len()))
+        {
             if !x.windows(2).all(|w| w[0] < w[1]) {
                 return exec_err!("calibrate: argument model has knots_x that are not increasing");
             }

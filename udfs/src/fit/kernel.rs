@@ -87,6 +87,7 @@ impl FitKernel {
             FitMethod::Isotonic => fit_isotonic(st, self.prop_col.is_some(), &mut m),
             FitMethod::Histogram if self.quantile => fit_histogram_quantile(st, self.bins, &mut m),
             FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
+            FitMethod::Ilps => fit_ilps(st, self.bins, &mut m),
         }
         Some(m)
     }
@@ -134,7 +135,7 @@ impl Kernel for FitKernel {
         }
         let clip = self.clip;
         let method = self.method;
-        let score = if method == FitMethod::Temperature {
+        let score = if matches!(method, FitMethod::Temperature | FitMethod::Ilps) {
             "logit"
         } else {
             "score"

@@ -41,6 +41,8 @@ use crate::kernel::{kernel_aggregate, kernel_udaf_common};
 use crate::metrics::binning::Strategy;
 
 mod grid;
+mod ilps;
+pub use ilps::DEFAULT_KNOTS;
 mod kernel;
 mod nonparametric;
 mod parametric;
@@ -48,6 +50,7 @@ pub(crate) use parametric::beta_clip;
 mod state;
 
 use grid::*;
+use ilps::fit_ilps;
 use kernel::*;
 use nonparametric::*;
 use parametric::*;
@@ -81,6 +84,7 @@ pub enum FitMethod {
     Gamma,
     Isotonic,
     Histogram,
+    Ilps,
 }
 
 impl FitMethod {
@@ -93,6 +97,7 @@ impl FitMethod {
             FitMethod::Gamma => "fit_gamma_calib",
             FitMethod::Isotonic => "fit_isotonic",
             FitMethod::Histogram => "fit_histogram",
+            FitMethod::Ilps => "fit_ilps",
         }
     }
 
@@ -106,6 +111,7 @@ impl FitMethod {
             FitMethod::Gamma => "gamma",
             FitMethod::Isotonic => "isotonic",
             FitMethod::Histogram => "histogram",
+            FitMethod::Ilps => "ilps",
         }
     }
 }
@@ -156,7 +162,7 @@ label the optimum lies at T = +∞ (every probability 0.5): the model then has `
 +-------------+-------------+
 | method      | temperature |
 +-------------+-------------+
-| temperature | 1.6153      |
+| temperature | 1.3222      |
 +-------------+-------------+
 ```"#,
     argument(name = "logit", description = "The model's logit (any finite number)."),
@@ -319,6 +325,60 @@ the n_bins + 1 edges in `knots_x` and the rates in `knots_y`; `calibrate` clamps
 )]
 struct FitHistogramDoc;
 
+/// Most knots `fit_ilps` takes (its Newton system is dense in the knots).
+pub const MAX_KNOTS: usize = 1000;
+
+/// `n_knots`: an integer constant in [1, MAX_KNOTS].
+fn n_knots(
+    func: &str,
+    expr: &Arc<dyn datafusion_physical_expr_common::physical_expr::PhysicalExpr>,
+) -> Result<usize> {
+    let v = literal(func, "n_knots", expr)?;
+    let x = crate::common::literal_f64(func, "n_knots", &v)?;
+    if x.fract() != 0.0 || !(1.0..=MAX_KNOTS as f64).contains(&x) {
+        return plan_err!(
+            "{func}: argument n_knots must be an integer in [1, {MAX_KNOTS}], got {v}"
+        );
+    }
+    Ok(x as usize)
+}
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits Isotonic Line-Plot Scaling (Pan et al. 2020, eq. 9–11): `σ(η(logit))` with η piecewise linear \
+through the knots `a_k = logit(k/(n_knots+1))`, k = 1..n_knots, with ordered values `b_1 <= … <= b_K` (hard \
+constraints: the exact optimum of eq. 11 as λ → ∞) and constant outside [a_1, a_K], by minimising the mean log loss \
+— or, with `propensity`, the mean IPS log loss with ω = max(propensity, clip). Knots without data (no row in their \
+neighbouring intervals) do not change the loss; they get the linear interpolation between the nearest knots with \
+data, and the nearest one's value beyond the outermost. The model keeps the knots in `knots_x` and the values (logits) \
+in `knots_y`.",
+    syntax_example = "fit_ilps(logit, y [, n_knots [, propensity [, clip]]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, cardinality(m['knots_x']) AS knots, round(calibrate(0.0, m), 4) AS p0
+  FROM (SELECT fit_ilps(l, y, 3) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (1.0, 0), (1.0, 1), (2.0, 1)) AS t(l, y));
++--------+-------+-----+
+| method | knots | p0  |
++--------+-------+-----+
+| ilps   | 3     | 0.5 |
++--------+-------+-----+
+```"#,
+    argument(name = "logit", description = "The model's logit (any finite number)."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "n_knots",
+        description = "Number of knots K, an integer constant in [1, 1000]. Default 100."
+    ),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitIlpsDoc;
+
 /// One of the `fit_*` aggregates.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Fit {
@@ -340,12 +400,17 @@ impl Fit {
         CallShape {
             name: self.method.function_name(),
             required: match self.method {
-                FitMethod::Temperature => TEMPERATURE_ARGS,
+                FitMethod::Temperature | FitMethod::Ilps => TEMPERATURE_ARGS,
                 FitMethod::Beta => BETA_ARGS,
                 _ => FIT_ARGS,
             },
             optional: match self.method {
                 FitMethod::Histogram => &[Arg::LitInt("n_bins"), Arg::LitStr("strategy")],
+                FitMethod::Ilps => &[
+                    Arg::LitInt("n_knots"),
+                    Arg::Num("propensity"),
+                    Arg::LitNum("clip"),
+                ],
                 _ => FIT_OPTIONAL,
             },
         }
@@ -361,6 +426,19 @@ impl Fit {
                 },
                 None,
                 0.0,
+            ),
+            FitMethod::Ilps => (
+                match args.exprs.get(2) {
+                    Some(e) => n_knots(func, e)?,
+                    None => DEFAULT_KNOTS,
+                },
+                (args.exprs.len() > 3).then_some(3),
+                match args.exprs.get(4) {
+                    Some(e) => {
+                        literal_checked(func, "clip", e, "in [0, 1]", |x| (0.0..=1.0).contains(&x))?
+                    }
+                    None => DEFAULT_FIT_CLIP,
+                },
             ),
             _ => (
                 0,
@@ -442,6 +520,7 @@ impl AggregateUDFImpl for Fit {
             FitMethod::Gamma => FitGammaDoc.doc(),
             FitMethod::Isotonic => FitIsotonicDoc.doc(),
             FitMethod::Histogram => FitHistogramDoc.doc(),
+            FitMethod::Ilps => FitIlpsDoc.doc(),
         }
     }
 }

@@ -67,6 +67,7 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(Fit::new(FitMethod::Gamma)),
         Arc::new(Fit::new(FitMethod::Isotonic)),
         Arc::new(Fit::new(FitMethod::Histogram)),
+        Arc::new(Fit::new(FitMethod::Ilps)),
     ];
     inners
         .into_iter()

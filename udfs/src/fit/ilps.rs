@@ -1,0 +1,379 @@
+//! Isotonic Line-Plot Scaling (Pan et al., *Field-aware Calibration*, eq. 9–11): the
+//! calibrated logit η(l) is piecewise linear through K knots `a_k = logit(k/(K+1))` with
+//! values `b_1 ≤ … ≤ b_K`, constant outside `[a_1, a_K]`.
+//!
+//! ## The optimisation
+//! The mean log loss (or IPS loss) is convex in b and every row's η is linear in b (two
+//! neighbouring knots), so the problem is a smooth convex program with order constraints.
+//! Written in x = (b_1, d_1, …, d_{K−1}) with `b_{k+1} = b_k + d_k`, the constraints become
+//! bounds `d ≥ 0` and the problem is solved by Bertsekas' projected Newton method (1982):
+//! a Newton step on the variables not held at their bound, a scaled gradient step on those
+//! that are, and an Armijo search along the projection arc. The Hessian in b is tridiagonal
+//! (each row touches two knots); in x it is its 2-D suffix sums, a dense K×K system solved
+//! by Cholesky. This is the exact optimum of eq. 11 as λ → ∞ (hard constraints).
+//!
+//! ## Knots without data
+//! A knot whose neighbouring intervals hold no row does not change the loss, so the optimum
+//! does not determine it. Such knots get the linear interpolation (in a) between the nearest
+//! knots that do have data, and the nearest one's value beyond the outermost of those: the
+//! order holds, η at every row is unchanged, and the curve is the simplest one the data
+//! allow.
+
+// Dense matrices read best with index loops.
+#![allow(clippy::needless_range_loop)]
+
+use crate::model::Model;
+use crate::optim::softplus;
+use crate::scalars::sigmoid;
+
+use super::state::FitState;
+
+/// Default number of knots of `fit_ilps` and `fit_field_calib` (Pan et al.).
+pub const DEFAULT_KNOTS: usize = 100;
+const MAX_ITERATIONS: i32 = 500;
+/// Stop when the projected gradient's largest component is below this.
+const GRADIENT_TOL: f64 = 1e-13;
+
+/// The knots `a_k = ln(p / (1 − p))`, `p = k / (K + 1)`, k = 1..K.
+pub(crate) fn ilps_knots(k: usize) -> Vec<f64> {
+    (1..=k)
+        .map(|i| {
+            let p = i as f64 / (k + 1) as f64;
+            (p / (1.0 - p)).ln()
+        })
+        .collect()
+}
+
+/// One quadrature node located among the knots: η = (1 − λ)·b[k] + λ·b[k+1], with weight `a`
+/// on softplus(η) and `t` on −η.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub k: usize,
+    pub lambda: f64,
+    pub a: f64,
+    pub t: f64,
+}
+
+/// Locates score `s` among the knots.
+pub(crate) fn locate(knots: &[f64], s: f64) -> (usize, f64) {
+    let n = knots.len();
+    if s <= knots[0] || n == 1 {
+        return (0, 0.0);
+    }
+    if s >= knots[n - 1] {
+        return (n - 1, 0.0);
+    }
+    let k = knots.partition_point(|&a| a <= s) - 1; // knots[k] <= s < knots[k+1]
+    (k, (s - knots[k]) / (knots[k + 1] - knots[k]))
+}
+
+/// η of a located node.
+#[inline]
+pub(crate) fn eta(b: &[f64], p: &Located) -> f64 {
+    if p.lambda == 0.0 {
+        b[p.k]
+    } else {
+        (1.0 - p.lambda) * b[p.k] + p.lambda * b[p.k + 1]
+    }
+}
+
+/// The result of [`solve_ordered`].
+pub(crate) struct OrderedFit {
+    pub b: Vec<f64>,
+    pub loss: f64,
+    pub iterations: i32,
+    pub converged: bool,
+}
+
+/// Minimises `(1/n) Σ a·softplus(η + offset) − t·(η + offset)` over ordered knot values b,
+/// starting from `start` (which must be ordered). `offsets` (one per node, or empty) lets the
+/// field-aware fit hold its per-field offsets fixed.
+pub(crate) fn solve_ordered(
+    nodes: &[Located],
+    offsets: &[f64],
+    n: f64,
+    start: Vec<f64>,
+) -> OrderedFit {
+    let kn = start.len();
+    let offset = |i: usize| offsets.get(i).copied().unwrap_or(0.0);
+    let value = |b: &[f64]| -> f64 {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let f = eta(b, p) + offset(i);
+                p.a * softplus(f) - p.t * f
+            })
+            .sum::<f64>()
+            / n
+    };
+    let to_b = |x: &[f64]| -> Vec<f64> {
+        let mut b = Vec::with_capacity(kn);
+        let mut acc = x[0];
+        b.push(acc);
+        for d in &x[1..] {
+            acc += d;
+            b.push(acc);
+        }
+        b
+    };
+    let mut x: Vec<f64> = std::iter::once(start[0])
+        .chain(start.windows(2).map(|w| (w[1] - w[0]).max(0.0)))
+        .collect();
+    let mut b = to_b(&x);
+    let mut f = value(&b);
+    let mut iterations = 0;
+    let mut converged = false;
+    while iterations < MAX_ITERATIONS {
+        iterations += 1;
+        // Gradient and tridiagonal Hessian in b.
+        let mut gb = vec![0.0; kn];
+        let mut diag = vec![0.0; kn];
+        let mut off = vec![0.0; kn.saturating_sub(1)];
+        for (i, p) in nodes.iter().enumerate() {
+            let e = eta(&b, p) + offset(i);
+            let s = sigmoid(e);
+            let g = (p.a * s - p.t) / n;
+            let h = p.a * s * (1.0 - s) / n;
+            let (w0, w1) = (1.0 - p.lambda, p.lambda);
+            gb[p.k] += g * w0;
+            diag[p.k] += h * w0 * w0;
+            if w1 != 0.0 {
+                gb[p.k + 1] += g * w1;
+                diag[p.k + 1] += h * w1 * w1;
+                off[p.k] += h * w0 * w1;
+            }
+        }
+        // In x: suffix sums (b_k depends on x_0..x_k).
+        let mut gx = vec![0.0; kn];
+        let mut acc = 0.0;
+        for k in (0..kn).rev() {
+            acc += gb[k];
+            gx[k] = acc;
+        }
+        // The projected gradient: zero where a bound holds and the gradient pushes into it.
+        let at_bound = |j: usize, x: &[f64], g: &[f64]| j > 0 && x[j] <= 0.0 && g[j] > 0.0;
+        let pg = (0..kn)
+            .map(|j| {
+                if at_bound(j, &x, &gx) {
+                    0.0
+                } else {
+                    gx[j].abs()
+                }
+            })
+            .fold(0.0, f64::max);
+        if pg <= GRADIENT_TOL {
+            converged = true;
+            break;
+        }
+        // ε-active set (Bertsekas): variables near their bound whose gradient pushes into it.
+        let eps = pg.min(1e-8);
+        let active: Vec<bool> = (0..kn)
+            .map(|j| j > 0 && x[j] <= eps && gx[j] > 0.0)
+            .collect();
+        let free: Vec<usize> = (0..kn).filter(|&j| !active[j]).collect();
+        // H_x[i][j] = Σ_{k≥i} Σ_{l≥j} H_b[k][l], H_b tridiagonal.
+        let hx = suffix_hessian(&diag, &off);
+        let step_free = newton_step(&hx, &gx, &free);
+        let mut p = vec![0.0; kn];
+        for (idx, &j) in free.iter().enumerate() {
+            p[j] = step_free[idx];
+        }
+        for j in 0..kn {
+            if active[j] {
+                p[j] = -gx[j] / hx[j][j].max(1e-12);
+            }
+        }
+        // Armijo along the projection arc.
+        let mut alpha = 1.0;
+        let mut accepted = false;
+        for _ in 0..60 {
+            let trial: Vec<f64> = (0..kn)
+                .map(|j| {
+                    let v = x[j] + alpha * p[j];
+                    if j > 0 {
+                        v.max(0.0)
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            let tb = to_b(&trial);
+            let tf = value(&tb);
+            let decrease: f64 = (0..kn).map(|j| gx[j] * (trial[j] - x[j])).sum();
+            if tf <= f + 1e-4 * decrease && tf.is_finite() {
+                let done = (f - tf).abs() <= 1e-16 * f.abs().max(1e-300) && decrease > -1e-30;
+                x = trial;
+                b = tb;
+                f = tf;
+                accepted = true;
+                if done {
+                    converged = true;
+                }
+                break;
+            }
+            alpha *= 0.5;
+        }
+        if !accepted || converged {
+            converged = converged || !accepted && pg <= 1e-9;
+            break;
+        }
+        if b.iter().any(|v| v.abs() > 1e6) {
+            // Diverging: the data are separable past a knot.
+            break;
+        }
+    }
+    OrderedFit {
+        b,
+        loss: f,
+        iterations,
+        converged,
+    }
+}
+
+/// The Hessian in x from the tridiagonal Hessian in b (`diag`, `off` = superdiagonal).
+fn suffix_hessian(diag: &[f64], off: &[f64]) -> Vec<Vec<f64>> {
+    let kn = diag.len();
+    // Row sums of H_b restricted to columns ≥ j, for each row k: S[k][j]. Then
+    // H_x[i][j] = Σ_{k≥i} S[k][j]. Both are cumulative sums of a tridiagonal matrix.
+    let hb = |k: usize, l: usize| -> f64 {
+        if k == l {
+            diag[k]
+        } else if l == k + 1 {
+            off[k]
+        } else if k == l + 1 {
+            off[l]
+        } else {
+            0.0
+        }
+    };
+    let mut hx = vec![vec![0.0; kn]; kn];
+    // Column suffix sums per row, then row suffix sums.
+    let mut col = vec![vec![0.0; kn]; kn];
+    for k in 0..kn {
+        let mut acc = 0.0;
+        for j in (0..kn).rev() {
+            if j + 1 >= k && j <= k + 1 {
+                acc += hb(k, j);
+            }
+            col[k][j] = acc;
+        }
+    }
+    for j in 0..kn {
+        let mut acc = 0.0;
+        for i in (0..kn).rev() {
+            acc += col[i][j];
+            hx[i][j] = acc;
+        }
+    }
+    hx
+}
+
+/// Solves H_FF p = −g_F by Cholesky, with a small ridge for directions without curvature
+/// (knots without data).
+fn newton_step(h: &[Vec<f64>], g: &[f64], free: &[usize]) -> Vec<f64> {
+    let m = free.len();
+    let scale = free
+        .iter()
+        .map(|&j| h[j][j])
+        .fold(0.0, f64::max)
+        .max(1e-300);
+    let ridge = 1e-12 * scale;
+    let mut l = vec![vec![0.0; m]; m];
+    for r in 0..m {
+        for c in 0..=r {
+            let mut s = h[free[r]][free[c]];
+            if r == c {
+                s += ridge;
+            }
+            for k in 0..c {
+                s -= l[r][k] * l[c][k];
+            }
+            if r == c {
+                l[r][c] = s.max(ridge).sqrt();
+            } else {
+                l[r][c] = s / l[c][c];
+            }
+        }
+    }
+    let mut y = vec![0.0; m];
+    for r in 0..m {
+        let mut s = -g[free[r]];
+        for k in 0..r {
+            s -= l[r][k] * y[k];
+        }
+        y[r] = s / l[r][r];
+    }
+    let mut p = vec![0.0; m];
+    for r in (0..m).rev() {
+        let mut s = y[r];
+        for k in r + 1..m {
+            s -= l[k][r] * p[k];
+        }
+        p[r] = s / l[r][r];
+    }
+    p
+}
+
+/// Which knots some node depends on.
+pub(crate) fn supported(nodes: &[Located], kn: usize) -> Vec<bool> {
+    let mut out = vec![false; kn];
+    for p in nodes {
+        if p.a == 0.0 && p.t == 0.0 {
+            continue;
+        }
+        if p.lambda < 1.0 {
+            out[p.k] = true;
+        }
+        if p.lambda > 0.0 {
+            out[p.k + 1] = true;
+        }
+    }
+    out
+}
+
+/// Knots without data: interpolated in `a` between the nearest supported knots, constant
+/// beyond the outermost ones (see the module documentation).
+pub(crate) fn fill_unsupported(knots: &[f64], b: &mut [f64], supported: &[bool]) {
+    let idx: Vec<usize> = (0..b.len()).filter(|&k| supported[k]).collect();
+    let (Some(&first), Some(&last)) = (idx.first(), idx.last()) else {
+        return;
+    };
+    for k in 0..first {
+        b[k] = b[first];
+    }
+    for k in last + 1..b.len() {
+        b[k] = b[last];
+    }
+    for w in idx.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        for k in lo + 1..hi {
+            let t = (knots[k] - knots[lo]) / (knots[hi] - knots[lo]);
+            b[k] = b[lo] + t * (b[hi] - b[lo]);
+        }
+    }
+}
+
+/// `fit_ilps` on a fit's state.
+pub(super) fn fit_ilps(st: &FitState, kn: usize, m: &mut Model) {
+    let knots = ilps_knots(kn);
+    let mut raw = st.nodes();
+    raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
+    let nodes: Vec<Located> = raw
+        .iter()
+        .map(|&(s, a, t)| {
+            let (k, lambda) = locate(&knots, s);
+            Located { k, lambda, a, t }
+        })
+        .collect();
+    let n = st.rows as f64;
+    // Start from the identity η(l) = l: the model that changes nothing.
+    let fit = solve_ordered(&nodes, &[], n, knots.clone());
+    let mut b = fit.b;
+    fill_unsupported(&knots, &mut b, &supported(&nodes, kn));
+    m.loss = Some(fit.loss);
+    m.iterations = Some(fit.iterations);
+    m.converged = Some(fit.converged);
+    m.knots_x = Some(knots);
+    m.knots_y = Some(b);
+}
