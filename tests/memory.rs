@@ -61,7 +61,8 @@ fn row_keeping_aggregates_respect_the_memory_limit() {
     ] {
         let (ok, stderr, peak) = run(dir.path(), "8M", sql);
         assert!(
-            !ok && stderr.contains("Resources exhausted"),
+            !ok && stderr.contains("Resources exhausted")
+                && stderr.contains("hint: raise --memory-limit"),
             "{sql}: expected a Resources exhausted error, got: {stderr}"
         );
         assert!(

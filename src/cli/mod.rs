@@ -181,11 +181,19 @@ fn describe(error: &anyhow::Error) -> String {
     dedup_segments(&parts.join(": "))
 }
 
+/// What to do when a query needs more memory than `--memory-limit` allows.
+const MEMORY_HINT: &str = "raise --memory-limit; auc, ece_debiased and 'quantile' bins keep 8 bytes per \
+row (16 with a weight) per group, so filter or sample the rows, or use a fixed-edge strategy such as 'uniform' \
+or 'sklearn'; see docs/SEMANTICS.md#metrics-that-keep-rows";
+
 fn describe_datafusion(error: &DataFusionError) -> String {
     // An S3 failure deep in a query says it all (endpoint, object, what to change), without
     // DataFusion's and object_store's wrapping ("Object Store error: Generic S3 error: …").
     if let Some(s3) = calibsql::s3::find_error(error) {
         return s3.to_string();
+    }
+    if let DataFusionError::ResourcesExhausted(_) = error.find_root() {
+        return format!("{error} (hint: {MEMORY_HINT})");
     }
     match error {
         // `SQL error: ParserError("…")` → `SQL error: …`

@@ -163,7 +163,12 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 })
                 .collect();
             let sol = minimise(&nodes, n, &[[1.0]], [1.0]);
-            let beta = sol.theta[0] / rms;
+            // The bound β ≥ 0 holds at the optimum up to the rounding of the steps.
+            let beta = if sol.theta[0] > 1e-12 {
+                sol.theta[0] / rms
+            } else {
+                0.0
+            };
             m.a = Some(if beta > 0.0 {
                 1.0 / beta
             } else {
