@@ -26,12 +26,15 @@ use datafusion::prelude::{CsvReadOptions, SessionContext};
 include!("data/calibrators/expected.rs");
 
 /// Functions of the generated cases still to be implemented.
-const PENDING: &[&str] = &["fit_bbq", "fit_field_calib", "fit_confcalib"];
+const PENDING: &[&str] = &["fit_field_calib", "fit_confcalib"];
 
 /// The model's mean loss against the reference optimum (relative; both sides).
 const LOSS_REL: f64 = 1e-9;
 /// `calibrate` at the points against the reference (absolute).
 const PROB_ABS: f64 = 1e-6;
+/// `fit_bbq` against netcal: netcal scores its histograms in float32 (torch), calibsql in
+/// float64; the generator measured a float64 port within 6e-6 of netcal on these data.
+const BBQ_ABS: f64 = 1e-5;
 
 fn function_of(call: &str) -> &str {
     call.split('(').next().unwrap_or(call)
@@ -100,9 +103,14 @@ async fn check_case(
         }
     }
     let p = p.as_primitive::<Float64Type>();
+    let tolerance = if function_of(call) == "fit_bbq" {
+        BBQ_ABS
+    } else {
+        PROB_ABS
+    };
     for (i, &(s, f, want)) in points.iter().enumerate() {
         let got = p.value(i);
-        if p.is_null(i) || (got - want).abs() > PROB_ABS {
+        if p.is_null(i) || (got - want).abs() > tolerance {
             out.push(format!(
                 "{call} on {table}: calibrate({s:e}{}) = {got:e}, expected {want:e} [{note}]",
                 if field {

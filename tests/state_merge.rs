@@ -92,6 +92,14 @@ const CASES: &[(&str, &str)] = &[
     ("fit_gamma_calib", "s, y, q"),
     ("fit_isotonic", "s, y"),
     ("fit_histogram", "s, y, 8"),
+    ("fit_histogram", "s, y, 6, 'quantile'"),
+    ("fit_temperature", "s, y"),
+    ("fit_temperature", "s, y, q, 0.2"),
+    ("fit_beta_calib", "p, y"),
+    ("fit_beta_calib", "p, y, q"),
+    ("fit_ilps", "s, y, 10"),
+    ("fit_ilps", "s, y, 20, q"),
+    ("fit_bbq", "p, y"),
 ];
 
 #[tokio::test]

@@ -130,12 +130,25 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
         "fit_gaussian_calib",
         "fit_gamma_calib",
         "fit_isotonic",
+        "fit_temperature",
     ] {
         add(name, vec![c("s"), c("y")]);
         add(name, vec![c("s"), c("y"), c("q"), lit(0.2)]);
     }
     add("fit_histogram", vec![c("s"), c("y")]);
     add("fit_histogram", vec![c("s"), c("y"), lit(4i64)]);
+    add(
+        "fit_histogram",
+        vec![c("s"), c("y"), lit(4i64), lit("quantile")],
+    );
+    add("fit_beta_calib", vec![c("p"), c("y")]);
+    add("fit_beta_calib", vec![c("p"), c("y"), c("q"), lit(0.2)]);
+    add("fit_ilps", vec![c("s"), c("y"), lit(10i64)]);
+    add(
+        "fit_ilps",
+        vec![c("s"), c("y"), lit(10i64), c("q"), lit(0.2)],
+    );
+    add("fit_bbq", vec![c("p"), c("y")]);
     out
 }
 

@@ -67,6 +67,7 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Fit::new(FitMethod::Isotonic))),
         udaf(Arc::new(Fit::new(FitMethod::Histogram))),
         udaf(Arc::new(Fit::new(FitMethod::Ilps))),
+        udaf(Arc::new(Fit::new(FitMethod::Bbq))),
     ]
     .into_iter()
     .chain(state::state_functions())

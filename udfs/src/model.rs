@@ -211,7 +211,7 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
             let (x, y) = m.knots(row)?;
             sigmoid(interp(s, x, y)?)
         }
-        "histogram_quantile" => {
+        "histogram_quantile" | "bbq" => {
             // Bins closed on the right: the number of inner edges strictly below s.
             let (x, y) = m.knots(row)?;
             let inner = &x[1..x.len() - 1];
@@ -230,7 +230,7 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
         }
         other => {
             return exec_err!(
-                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram, histogram_quantile or ilps)"
+                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram, histogram_quantile, ilps or bbq)"
             )
         }
     })
@@ -296,7 +296,7 @@ impl<'a> ModelRef<'a> {
         let method = self.method(row);
         if y.is_empty()
             || (matches!(method, "isotonic" | "ilps") && x.len() != y.len())
-            || (method == "histogram_quantile" && x.len() != y.len() + 1)
+            || (matches!(method, "histogram_quantile" | "bbq") && x.len() != y.len() + 1)
         {
             return exec_err!("calibrate: argument model has malformed knots");
         }

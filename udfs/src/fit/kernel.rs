@@ -43,7 +43,7 @@ impl FitKernel {
         let Some((lo, hi)) = finite_range(s) else {
             return false;
         };
-        if self.method == FitMethod::Beta && !(lo >= 0.0 && hi <= 1.0) {
+        if self.method.takes_probability() && !(lo >= 0.0 && hi <= 1.0) {
             return false;
         }
         let t: &[f64] = match q {
@@ -88,6 +88,7 @@ impl FitKernel {
             FitMethod::Histogram if self.quantile => fit_histogram_quantile(st, self.bins, &mut m),
             FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
             FitMethod::Ilps => fit_ilps(st, self.bins, &mut m),
+            FitMethod::Bbq => fit_bbq(st, &mut m),
         }
         Some(m)
     }
@@ -143,7 +144,7 @@ impl Kernel for FitKernel {
         let states = &mut self.groups;
         let bytes = &mut self.bytes;
         let mut add = |g: usize, si: f64, t: f64| -> Result<()> {
-            if method == FitMethod::Beta {
+            if method.takes_probability() {
                 check_p(func, "p", si)?;
             } else if !si.is_finite() {
                 return exec_err!("{func}: argument {score} must be finite, got {si}");

@@ -6,7 +6,7 @@ use super::*;
 
 /// Mean of the t-weighted log loss of fitted probabilities `p` at the points
 /// (clipped to machine epsilon, as `logloss` / `ips_logloss`).
-pub(super) fn points_loss(points: &[(f64, f64, f64)], p: impl Fn(usize) -> f64) -> f64 {
+pub(crate) fn points_loss(points: &[(f64, f64, f64)], p: impl Fn(usize) -> f64) -> f64 {
     let eps = crate::loss::DEFAULT_EPS;
     let (mut num, mut den) = (0.0, 0.0);
     for (i, &(_, n, t)) in points.iter().enumerate() {

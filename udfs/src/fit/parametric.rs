@@ -237,7 +237,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 .collect();
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
-        FitMethod::Isotonic | FitMethod::Histogram | FitMethod::Ilps => {}
+        FitMethod::Isotonic | FitMethod::Histogram | FitMethod::Ilps | FitMethod::Bbq => {}
     }
 }
 

@@ -68,6 +68,7 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(Fit::new(FitMethod::Isotonic)),
         Arc::new(Fit::new(FitMethod::Histogram)),
         Arc::new(Fit::new(FitMethod::Ilps)),
+        Arc::new(Fit::new(FitMethod::Bbq)),
     ];
     inners
         .into_iter()
@@ -373,7 +374,9 @@ rows. Same arguments as `{f}`."
     fn kernel(&self, args: &AccumulatorArgs) -> Result<StateKernel> {
         let shape = self.inner.call_shape();
         let params = describe(&shape, args)?;
-        if params.contains("strategy => 'quantile'") {
+        // The binned metrics keep every row for 'quantile' bins; fit_histogram keeps its
+        // bounded fit state whatever the strategy.
+        if params.contains("strategy => 'quantile'") && !shape.name.starts_with("fit_") {
             return plan_err!(
                 "{}: strategy 'quantile' keeps every row, so its state is not bounded; store the state of a \
 fixed-edge strategy ('uniform', 'sklearn', …) or compute {} over the rows",
