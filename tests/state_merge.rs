@@ -100,6 +100,8 @@ const CASES: &[(&str, &str)] = &[
     ("fit_ilps", "s, y, 10"),
     ("fit_ilps", "s, y, 20, q"),
     ("fit_bbq", "p, y"),
+    ("fit_confcalib", "p, y, f"),
+    ("fit_confcalib", "p, y, f, 5, 0.0"),
 ];
 
 #[tokio::test]

@@ -98,6 +98,8 @@ pub fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
                 .filter(|(_, f)| f.name() != "iterations")
                 .flat_map(|(c, _)| match c.data_type() {
                     DataType::Utf8 => vec![],
+                    // Text lists (a field-aware model's keys) are not numbers.
+                    DataType::List(f) if *f.data_type() == DataType::Utf8 => vec![],
                     DataType::List(_) => {
                         let l = c.as_list::<i32>();
                         if l.is_null(0) {

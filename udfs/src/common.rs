@@ -145,6 +145,8 @@ pub fn argument_default(func: &str, arg: &str) -> Option<&'static str> {
     let func = func.strip_suffix("_state").unwrap_or(func);
     Some(match (func, arg) {
         ("ace", "strategy") => "'quantile'",
+        ("fit_confcalib", "n_bins") => "10",
+        (_, "n_knots") => "100",
         (_, "strategy") => "'uniform'",
         (_, "n_bins") => "15",
         ("field_rce", "eps") => "0.01",

@@ -99,24 +99,42 @@ fn log_loss_sums_with(
     w: Option<&[f64]>,
     log_loss: impl Fn(f64, f64) -> f64,
 ) -> [f64; 3] {
+    // Fixed-size lanes over exact chunks (no closure, no lane index computed at run time),
+    // so the compiler keeps the sums in registers and vectorises the lanes.
     const LANES: usize = 4;
-    let mut sums = [[0.0; LANES]; 3];
     let n = p.len() / LANES * LANES;
-    let mut add = |i: usize, lane: usize| {
-        let wi = w.map_or(1.0, |w| w[i]);
-        sums[0][lane] += wi;
-        sums[1][lane] += wi * log_loss(p[i], y[i]);
-        sums[2][lane] += wi * y[i];
-    };
-    for start in (0..n).step_by(LANES) {
-        for lane in 0..LANES {
-            add(start + lane, lane);
+    let (mut sw, mut sl, mut sy) = ([0.0; LANES], [0.0; LANES], [0.0; LANES]);
+    match w {
+        None => {
+            for (pc, yc) in p[..n].chunks_exact(LANES).zip(y[..n].chunks_exact(LANES)) {
+                for j in 0..LANES {
+                    sl[j] += log_loss(pc[j], yc[j]);
+                    sy[j] += yc[j];
+                }
+            }
+            sw[0] = n as f64;
+        }
+        Some(w) => {
+            for ((pc, yc), wc) in p[..n]
+                .chunks_exact(LANES)
+                .zip(y[..n].chunks_exact(LANES))
+                .zip(w[..n].chunks_exact(LANES))
+            {
+                for j in 0..LANES {
+                    sw[j] += wc[j];
+                    sl[j] += wc[j] * log_loss(pc[j], yc[j]);
+                    sy[j] += wc[j] * yc[j];
+                }
+            }
         }
     }
     for i in n..p.len() {
-        add(i, 0);
+        let wi = w.map_or(1.0, |w| w[i]);
+        sw[0] += wi;
+        sl[0] += wi * log_loss(p[i], y[i]);
+        sy[0] += wi * y[i];
     }
-    sums.map(|s| s.iter().sum())
+    [sw, sl, sy].map(|s| s.iter().sum())
 }
 
 /// `ln(1 − p)` for p in [0, 1]: `ln(u) + c/u` with `u = 1 − p` rounded and `c` its rounding

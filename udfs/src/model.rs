@@ -2,6 +2,8 @@
 //! models of different methods can be stored in one Parquet table, unioned and compared —
 //! and `calibrate(score, model)`, which applies any of them.
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -37,6 +39,13 @@ pub fn model_fields() -> Fields {
         Field::new("loss", DataType::Float64, true),
         Field::new("iterations", DataType::Int32, true),
         Field::new("converged", DataType::Boolean, true),
+        Field::new(
+            "field_keys",
+            DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))),
+            true,
+        ),
+        Field::new("field_values", list(), true),
+        Field::new("field_edges", list(), true),
     ])
 }
 
@@ -62,6 +71,12 @@ pub struct Model {
     pub loss: Option<f64>,
     pub iterations: Option<i32>,
     pub converged: Option<bool>,
+    /// Field-aware models: the field's values (as text), in the order of the two lists below.
+    pub field_keys: Option<Vec<String>>,
+    /// `field_calib`: one offset per key; `confcalib`: `n_bins` multipliers per key.
+    pub field_values: Option<Vec<f64>>,
+    /// `confcalib`: `n_bins + 1` bin edges per key.
+    pub field_edges: Option<Vec<f64>>,
 }
 
 impl Model {
@@ -84,6 +99,19 @@ fn f64_list(rows: impl Iterator<Item = Option<Vec<f64>>>) -> ArrayRef {
     let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
     Arc::new(ListArray::new(
         Arc::new(Field::new_list_field(DataType::Float64, true)),
+        offsets,
+        Arc::new(values),
+        Some(nulls),
+    ))
+}
+
+fn utf8_list(rows: impl Iterator<Item = Option<Vec<String>>>) -> ArrayRef {
+    let rows: Vec<Option<Vec<String>>> = rows.collect();
+    let offsets = OffsetBuffer::from_lengths(rows.iter().map(|r| r.as_ref().map_or(0, Vec::len)));
+    let values: StringArray = rows.iter().flatten().flatten().map(Some).collect();
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Utf8, true)),
         offsets,
         Arc::new(values),
         Some(nulls),
@@ -142,6 +170,21 @@ pub(crate) fn models_to_array(models: &[Option<Model>]) -> Result<ArrayRef> {
                 .iter()
                 .map(|m| m.as_ref().and_then(|m| m.converged))
                 .collect::<BooleanArray>(),
+        ),
+        utf8_list(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.field_keys.clone())),
+        ),
+        f64_list(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.field_values.clone())),
+        ),
+        f64_list(
+            models
+                .iter()
+                .map(|m| m.as_ref().and_then(|m| m.field_edges.clone())),
         ),
     ];
     let nulls = NullBuffer::from(models.iter().map(Option::is_some).collect::<Vec<_>>());
@@ -228,9 +271,74 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
             };
             y[k]
         }
+        field if is_field_method(field) => {
+            return exec_err!(
+                "calibrate: a {field} model needs the field: call calibrate(score, model, field)"
+            )
+        }
         other => {
             return exec_err!(
-                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram, histogram_quantile, ilps or bbq)"
+                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram, histogram_quantile, ilps, bbq, field_calib or confcalib)"
+            )
+        }
+    })
+}
+
+/// Whether a model method is field-aware (applied by `calibrate(score, model, field)`).
+pub fn is_field_method(method: &str) -> bool {
+    matches!(method, "field_calib" | "confcalib")
+}
+
+/// Evaluates a field-aware model at a score and a field value (as text).
+pub fn apply_field(m: &ModelRef<'_>, row: usize, s: f64, key: &str) -> Result<f64> {
+    let method = m.method(row);
+    if !is_field_method(method) {
+        return exec_err!(
+            "calibrate: a {method} model takes no field; call calibrate(score, model)"
+        );
+    }
+    let position = m.field_position(row, key)?;
+    Ok(match m.method(row) {
+        "field_calib" => {
+            let (x, y) = m.knots(row)?;
+            let offsets = m.floats(m.field_values, row, "field_values")?;
+            let g = match position {
+                Some(i) => match offsets.get(i) {
+                    Some(g) => *g,
+                    None => {
+                        return exec_err!("calibrate: argument model has malformed field_values")
+                    }
+                },
+                None => 0.0,
+            };
+            sigmoid(interp(s, x, y)? + g)
+        }
+        "confcalib" => {
+            if !(0.0..=1.0).contains(&s) {
+                return exec_err!(
+                    "calibrate: a confcalib model takes a probability in [0, 1] as score, got {s}"
+                );
+            }
+            let Some(i) = position else {
+                return Ok(s);
+            };
+            let keys = m.field_keys.map_or(0, |k| k.value_length(row) as usize);
+            let multipliers = m.floats(m.field_values, row, "field_values")?;
+            let edges = m.floats(m.field_edges, row, "field_edges")?;
+            let bins = multipliers.len() / keys.max(1);
+            if bins == 0 || multipliers.len() != keys * bins || edges.len() != keys * (bins + 1) {
+                return exec_err!(
+                    "calibrate: argument model has malformed field_values/field_edges"
+                );
+            }
+            let own = &edges[i * (bins + 1)..(i + 1) * (bins + 1)];
+            let inner = &own[1..bins];
+            let b = inner.partition_point(|&e| e < s);
+            (s * multipliers[i * bins + b]).clamp(0.0, 1.0)
+        }
+        other => {
+            return exec_err!(
+                "calibrate: a {other} model takes no field; call calibrate(score, model)"
             )
         }
     })
@@ -258,6 +366,9 @@ fn interp(s: f64, x: &[f64], y: &[f64]) -> Result<f64> {
     Ok(y0 + (s - x0) * (y1 - y0) / (x1 - x0))
 }
 
+/// A model row's key range and its key → position map.
+type KeyIndex<'a> = (Range<usize>, HashMap<&'a str, usize>);
+
 /// Typed views of the columns of a model struct array.
 pub struct ModelRef<'a> {
     method: &'a StringArray,
@@ -269,13 +380,51 @@ pub struct ModelRef<'a> {
     s_max: Option<&'a Float64Array>,
     knots_x: Option<&'a ListArray>,
     knots_y: Option<&'a ListArray>,
+    field_keys: Option<&'a ListArray>,
+    field_values: Option<&'a ListArray>,
+    field_edges: Option<&'a ListArray>,
     /// The `knots_x` slice last checked to be increasing (a constant model is checked once).
     checked: std::cell::Cell<Option<(*const f64, usize)>>,
+    /// The key → position map of the model row last used by a field-aware call (a constant
+    /// model builds it once): the row's key range and the map.
+    key_index: std::cell::RefCell<Option<KeyIndex<'a>>>,
 }
 
 impl<'a> ModelRef<'a> {
     fn method(&self, row: usize) -> &'a str {
         self.method.value(row)
+    }
+
+    /// A Float64 list of this row, or an error naming it.
+    fn floats(&self, l: Option<&'a ListArray>, row: usize, name: &str) -> Result<&'a [f64]> {
+        match l {
+            Some(l) if l.is_valid(row) => {
+                let offs = l.value_offsets();
+                let vals = l.values().as_primitive::<Float64Type>().values();
+                Ok(&vals[offs[row] as usize..offs[row + 1] as usize])
+            }
+            _ => exec_err!("calibrate: argument model has no {name}"),
+        }
+    }
+
+    /// The position of `key` among the row's field keys, None for a value the fit never saw.
+    fn field_position(&self, row: usize, key: &str) -> Result<Option<usize>> {
+        let Some(keys) = self.field_keys.filter(|k| k.is_valid(row)) else {
+            return exec_err!("calibrate: argument model has no field_keys");
+        };
+        let offs = keys.value_offsets();
+        let range = offs[row] as usize..offs[row + 1] as usize;
+        let mut cache = self.key_index.borrow_mut();
+        if cache.as_ref().is_none_or(|(r, _)| *r != range) {
+            let values = keys.values().as_string::<i32>();
+            let map = range
+                .clone()
+                .enumerate()
+                .map(|(i, j)| (values.value(j), i))
+                .collect();
+            *cache = Some((range, map));
+        }
+        Ok(cache.as_ref().and_then(|(_, map)| map.get(key).copied()))
     }
 
     fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
@@ -334,7 +483,11 @@ impl<'a> ModelRef<'a> {
             s_max: f("s_max"),
             knots_x: l("knots_x"),
             knots_y: l("knots_y"),
+            field_keys: l("field_keys"),
+            field_values: l("field_values"),
+            field_edges: l("field_edges"),
             checked: std::cell::Cell::new(None),
+            key_index: std::cell::RefCell::new(None),
         })
     }
 }
@@ -369,8 +522,9 @@ fn check_model_type(t: &DataType) -> Result<()> {
     doc_section(label = "Calibrators"),
     description = "Applies a calibration model fitted by any `fit_*` aggregate to a score and returns the calibrated \
 probability. Gaussian and Gamma models clamp the score into the fitted range [s_min, s_max]; isotonic models \
-interpolate between their knots and clip outside; histogram models clamp into the range.",
-    syntax_example = "calibrate(score, model)",
+interpolate between their knots and clip outside; histogram models clamp into the range. Field-aware models \
+(`field_calib`, `confcalib`) take the field as a third argument, the others refuse it.",
+    syntax_example = "calibrate(score, model [, field])",
     sql_example = r#"```sql
 > SELECT calibrate(s, m) AS p
   FROM (VALUES (1.0), (2.5), (9.0)) AS t(s)
@@ -386,7 +540,11 @@ interpolate between their knots and clip outside; histogram models clamp into th
     argument(name = "score", description = "The raw score to calibrate."),
     argument(
         name = "model",
-        description = "A model struct from any fit_* aggregate (fit_platt, fit_temperature, fit_beta_calib, fit_gaussian_calib, fit_gamma_calib, fit_isotonic, fit_histogram)."
+        description = "A model struct from any fit_* aggregate."
+    ),
+    argument(
+        name = "field",
+        description = "The field value, for the field-aware models (fit_field_calib, fit_confcalib) and only for them; compared as text. A value the fit never saw gets offset 0 (field_calib) or is left unchanged (confcalib)."
     )
 )]
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -407,6 +565,7 @@ impl Calibrate {
                 vec![
                     TypeSignature::UserDefined,
                     TypeSignature::Exact(vec![DataType::Float64, model_type()]),
+                    TypeSignature::Exact(vec![DataType::Float64, model_type(), DataType::Utf8]),
                 ],
                 Volatility::Immutable,
             ),
@@ -440,9 +599,9 @@ impl ScalarUDFImpl for Calibrate {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        if arg_types.len() != 2 {
+        if !(2..=3).contains(&arg_types.len()) {
             return plan_err!(
-                "calibrate: takes 2 arguments, got {}; the signature is calibrate(score, model)",
+                "calibrate: takes 2 or 3 arguments, got {}; the signature is calibrate(score, model [, field])",
                 arg_types.len()
             );
         }
@@ -489,6 +648,19 @@ impl ScalarUDFImpl for Calibrate {
         };
         let structs = model.as_struct();
         let view = ModelRef::new(structs)?;
+        // The field, as text (the form the field-aware fits store their keys in).
+        let field = match args.args.get(2) {
+            Some(ColumnarValue::Scalar(s)) => Some((s.to_array_of_size(1)?, true)),
+            Some(ColumnarValue::Array(a)) => Some((Arc::clone(a), false)),
+            None => None,
+        };
+        let field = match &field {
+            Some((a, scalar)) => Some((arrow::compute::cast(a, &DataType::Utf8)?, *scalar)),
+            None => None,
+        };
+        let field = field
+            .as_ref()
+            .map(|(a, scalar)| (a.as_string::<i32>(), *scalar));
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let si = if score_scalar { 0 } else { i };
@@ -501,7 +673,17 @@ impl ScalarUDFImpl for Calibrate {
             if s.is_nan() {
                 return exec_err!("calibrate: argument score must be a number, got NaN");
             }
-            out.push(Some(apply(&view, mi, s)?));
+            out.push(match field {
+                None => Some(apply(&view, mi, s)?),
+                Some((keys, scalar)) => {
+                    let fi = if scalar { 0 } else { i };
+                    if keys.is_null(fi) {
+                        None
+                    } else {
+                        Some(apply_field(&view, mi, s, keys.value(fi))?)
+                    }
+                }
+            });
         }
         let arr: ArrayRef = Arc::new(Float64Array::from(out));
         Ok(if all_scalar {

@@ -407,18 +407,14 @@ fn scalar_row(kind: ScalarKind, a: &[f64]) -> Result<f64> {
             let r = check_p(func, "pos_rate", a[1])?;
             let n = check_n(func, a[2])?;
             let lambda = a.get(3).copied().unwrap_or(DEFAULT_LAMBDA);
-            if n == 0.0 || p == r {
-                return Ok(1.0);
+            match confcalib_multiplier(p, r, n, lambda) {
+                Some(m) => m,
+                None => {
+                    return exec_err!(
+                        "{func}: argument p_hat must be > 0 when it differs from pos_rate (0 cannot be rescaled), got 0"
+                    )
+                }
             }
-            if p == 0.0 {
-                return exec_err!(
-                    "{func}: argument p_hat must be > 0 when it differs from pos_rate (0 cannot be rescaled), got 0"
-                );
-            }
-            let z = wilson_z(p, r, n);
-            let z_shrunk = lambda * (2.0 / (1.0 + (-z / 2.0).exp()) - 1.0);
-            let (lo, hi) = wilson(r, n, z_shrunk);
-            (if p > r { hi } else { lo }) / p
         }
         ScalarKind::PopularityPropensity => {
             let func = "popularity_propensity";
@@ -473,4 +469,21 @@ fn wilson_interval_array(cols: &[&Float64Array], len: usize) -> Result<ArrayRef>
         ],
         Some(valid.into()),
     )?))
+}
+
+/// ConfCalib's multiplier (Zhao et al. §3.2): the observed rate r of n rows, moved toward the
+/// predicted mean p by the Wilson interval at the shrunk confidence `lambda·(2σ(z/2) − 1)`,
+/// divided by p. 1 without rows or when p = r; None when p = 0 differs from r (0 cannot be
+/// rescaled).
+pub(crate) fn confcalib_multiplier(p: f64, r: f64, n: f64, lambda: f64) -> Option<f64> {
+    if n == 0.0 || p == r {
+        return Some(1.0);
+    }
+    if p == 0.0 {
+        return None;
+    }
+    let z = wilson_z(p, r, n);
+    let z_shrunk = lambda * (2.0 / (1.0 + (-z / 2.0).exp()) - 1.0);
+    let (lo, hi) = wilson(r, n, z_shrunk);
+    Some((if p > r { hi } else { lo }) / p)
 }

@@ -89,8 +89,36 @@ impl FitKernel {
             FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
             FitMethod::Ilps => fit_ilps(st, self.bins, &mut m),
             FitMethod::Bbq => fit_bbq(st, &mut m),
+            // The field-aware fits read the inner states themselves (see `field`).
+            FitMethod::ConfCalib => return None,
         }
         Some(m)
+    }
+}
+
+impl FitKernel {
+    /// The inner kernel of a field-aware fit: it only keeps (score, y) states per inner
+    /// group and reports errors under the field-aware function's name.
+    pub(super) fn for_field(method: FitMethod) -> Self {
+        Self {
+            method,
+            bins: 0,
+            quantile: false,
+            prop_col: None,
+            clip: 0.0,
+            groups: vec![],
+            bytes: 0,
+            targets: vec![],
+        }
+    }
+
+    /// Empties inner group `g` (its memory returned to the pool's count).
+    pub(super) fn clear_group(&mut self, g: usize) {
+        if let Some(st) = self.groups.get_mut(g) {
+            self.bytes -= st.len_bytes();
+            *st = FitState::new();
+            self.bytes += st.len_bytes();
+        }
     }
 }
 

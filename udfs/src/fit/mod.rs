@@ -41,6 +41,8 @@ use crate::kernel::{kernel_aggregate, kernel_udaf_common};
 use crate::metrics::binning::Strategy;
 
 mod bbq;
+mod field;
+pub use field::FieldFit;
 mod grid;
 mod ilps;
 pub use ilps::DEFAULT_KNOTS;
@@ -88,6 +90,7 @@ pub enum FitMethod {
     Histogram,
     Ilps,
     Bbq,
+    ConfCalib,
 }
 
 impl FitMethod {
@@ -102,13 +105,17 @@ impl FitMethod {
             FitMethod::Histogram => "fit_histogram",
             FitMethod::Ilps => "fit_ilps",
             FitMethod::Bbq => "fit_bbq",
+            FitMethod::ConfCalib => "fit_confcalib",
         }
     }
 
     /// The `method` field of the model.
     /// Whether the score is a probability (checked to lie in [0, 1]).
     pub fn takes_probability(&self) -> bool {
-        matches!(self, FitMethod::Beta | FitMethod::Bbq)
+        matches!(
+            self,
+            FitMethod::Beta | FitMethod::Bbq | FitMethod::ConfCalib
+        )
     }
 
     pub fn model_name(&self) -> &'static str {
@@ -122,6 +129,7 @@ impl FitMethod {
             FitMethod::Histogram => "histogram",
             FitMethod::Ilps => "ilps",
             FitMethod::Bbq => "bbq",
+            FitMethod::ConfCalib => "confcalib",
         }
     }
 }
@@ -335,6 +343,28 @@ the n_bins + 1 edges in `knots_x` and the rates in `knots_y`; `calibrate` clamps
 )]
 struct FitHistogramDoc;
 
+/// The partial state of a fit (see `kernel::FitKernel::state`), one row per group.
+pub(crate) fn fit_state_fields(name: &str) -> Vec<FieldRef> {
+    let f = |n: &str, t: DataType| Arc::new(Field::new(format_state_name(name, n), t, true));
+    vec![
+        f("grid", DataType::Boolean),
+        f("rows", DataType::Int64),
+        f("s_min", DataType::Float64),
+        f("s_max", DataType::Float64),
+        f(
+            "keys",
+            DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))),
+        ),
+        f("lo", f64_list_type()),
+        f("n", f64_list_type()),
+        f("t", f64_list_type()),
+        f("nd", f64_list_type()),
+        f("nd2", f64_list_type()),
+        f("td", f64_list_type()),
+        f("td2", f64_list_type()),
+    ]
+}
+
 /// Most knots `fit_ilps` takes (its Newton system is dense in the knots).
 pub const MAX_KNOTS: usize = 1000;
 
@@ -525,25 +555,7 @@ impl AggregateUDFImpl for Fit {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let f =
-            |n: &str, t: DataType| Arc::new(Field::new(format_state_name(args.name, n), t, true));
-        Ok(vec![
-            f("grid", DataType::Boolean),
-            f("rows", DataType::Int64),
-            f("s_min", DataType::Float64),
-            f("s_max", DataType::Float64),
-            f(
-                "keys",
-                DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))),
-            ),
-            f("lo", f64_list_type()),
-            f("n", f64_list_type()),
-            f("t", f64_list_type()),
-            f("nd", f64_list_type()),
-            f("nd2", f64_list_type()),
-            f("td", f64_list_type()),
-            f("td2", f64_list_type()),
-        ])
+        Ok(fit_state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -557,6 +569,8 @@ impl AggregateUDFImpl for Fit {
             FitMethod::Histogram => FitHistogramDoc.doc(),
             FitMethod::Ilps => FitIlpsDoc.doc(),
             FitMethod::Bbq => FitBbqDoc.doc(),
+            // Served by `field::FieldFit`.
+            FitMethod::ConfCalib => None,
         }
     }
 }

@@ -57,23 +57,8 @@ pub(super) fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
 /// right (`searchsorted(inner edges, s, 'left')`, so equal scores share a bin), each bin's
 /// positive rate; an empty bin (equal edges) predicts the overall rate.
 pub(super) fn fit_histogram_quantile(st: &FitState, bins: usize, m: &mut Model) {
-    use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
     let pts = st.sorted_points();
-    // Rank r → score: the points carry their row counts.
-    let mut cumulative = Vec::with_capacity(pts.len());
-    let mut total = 0.0;
-    for &(_, n, _) in &pts {
-        total += n;
-        cumulative.push(total);
-    }
-    let rows = total.round() as usize;
-    let at = |r: usize| {
-        pts[cumulative
-            .partition_point(|&c| c <= r as f64)
-            .min(pts.len() - 1)]
-        .0
-    };
-    let edges = unweighted_quantile_edges(rows, &quantile_levels(bins), at);
+    let edges = super::field::quantile_edges_of_points(&pts, bins);
     let inner = &edges[1..bins];
     let bin_of = |s: f64| inner.partition_point(|&e| e < s);
     let mut n = vec![0.0; bins];

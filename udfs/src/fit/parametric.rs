@@ -237,7 +237,11 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 .collect();
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
-        FitMethod::Isotonic | FitMethod::Histogram | FitMethod::Ilps | FitMethod::Bbq => {}
+        FitMethod::Isotonic
+        | FitMethod::Histogram
+        | FitMethod::Ilps
+        | FitMethod::Bbq
+        | FitMethod::ConfCalib => {}
     }
 }
 

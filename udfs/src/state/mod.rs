@@ -69,6 +69,7 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(Fit::new(FitMethod::Histogram)),
         Arc::new(Fit::new(FitMethod::Ilps)),
         Arc::new(Fit::new(FitMethod::Bbq)),
+        Arc::new(crate::fit::FieldFit::new(FitMethod::ConfCalib)),
     ];
     inners
         .into_iter()
