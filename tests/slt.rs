@@ -267,4 +267,16 @@ macro_rules! slt_files {
     };
 }
 
-slt_files!(smoke, binned, logloss, auc, field, scalars, docs, fits, smooth, strategies);
+slt_files!(
+    smoke,
+    binned,
+    logloss,
+    auc,
+    field,
+    scalars,
+    docs,
+    fits,
+    smooth,
+    strategies,
+    multi_field
+);

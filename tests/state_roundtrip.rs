@@ -149,6 +149,8 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
         vec![c("s"), c("y"), lit(10i64), c("q"), lit(0.2)],
     );
     add("fit_bbq", vec![c("p"), c("y")]);
+    add("mvce", vec![c("p"), c("y"), c("f")]);
+    add("mvce", vec![c("p"), c("y"), c("f"), lit(4i64), lit(3i64)]);
     add("fit_confcalib", vec![c("p"), c("y"), c("f")]);
     add(
         "fit_confcalib",

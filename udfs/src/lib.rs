@@ -59,6 +59,8 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(metrics::debiased::EceDebiased::new())),
         udaf(Arc::new(FieldMetric::new(FieldKind::Ece))),
         udaf(Arc::new(FieldMetric::new(FieldKind::Rce))),
+        udaf(Arc::new(metrics::multi_field::MultiFieldRce::new())),
+        udaf(Arc::new(metrics::mvce::Mvce::new())),
         udaf(Arc::new(Fit::new(FitMethod::Platt))),
         udaf(Arc::new(Fit::new(FitMethod::Temperature))),
         udaf(Arc::new(Fit::new(FitMethod::Beta))),

@@ -322,7 +322,7 @@ fn is_int(t: &DataType) -> bool {
 }
 
 #[derive(Debug)]
-struct FieldKernel {
+pub(crate) struct FieldKernel {
     func: &'static str,
     kind: FieldKind,
     eps: f64,
@@ -386,7 +386,7 @@ impl FieldKernel {
         Ok(())
     }
 
-    fn new(
+    pub(crate) fn new(
         func: &'static str,
         kind: FieldKind,
         eps: f64,

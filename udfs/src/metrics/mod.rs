@@ -13,4 +13,6 @@ pub mod binning;
 pub mod debiased;
 pub mod field;
 pub mod loss;
+pub mod multi_field;
+pub mod mvce;
 pub mod smooth;
