@@ -26,7 +26,7 @@ use datafusion::prelude::{CsvReadOptions, SessionContext};
 include!("data/calibrators/expected.rs");
 
 /// Functions of the generated cases still to be implemented.
-const PENDING: &[&str] = &["fit_field_calib"];
+const PENDING: &[&str] = &[];
 
 /// The model's mean loss against the reference optimum (relative; both sides).
 const LOSS_REL: f64 = 1e-9;

@@ -102,6 +102,8 @@ const CASES: &[(&str, &str)] = &[
     ("fit_bbq", "p, y"),
     ("fit_confcalib", "p, y, f"),
     ("fit_confcalib", "p, y, f, 5, 0.0"),
+    ("fit_field_calib", "s, y, f, 10"),
+    ("fit_field_calib", "s, y, f, 5, 0.5"),
     ("mvce", "p, y, f"),
     ("mvce", "p, y, day, 4, 3"),
 ];

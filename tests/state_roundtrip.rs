@@ -149,6 +149,7 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
         vec![c("s"), c("y"), lit(10i64), c("q"), lit(0.2)],
     );
     add("fit_bbq", vec![c("p"), c("y")]);
+    add("fit_field_calib", vec![c("s"), c("y"), c("f"), lit(10i64)]);
     add("mvce", vec![c("p"), c("y"), c("f")]);
     add("mvce", vec![c("p"), c("y"), c("f"), lit(4i64), lit(3i64)]);
     add("fit_confcalib", vec![c("p"), c("y"), c("f")]);

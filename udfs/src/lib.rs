@@ -71,6 +71,7 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Fit::new(FitMethod::Ilps))),
         udaf(Arc::new(Fit::new(FitMethod::Bbq))),
         udaf(Arc::new(fit::FieldFit::new(FitMethod::ConfCalib))),
+        udaf(Arc::new(fit::FieldFit::new(FitMethod::FieldCalib))),
     ]
     .into_iter()
     .chain(state::state_functions())

@@ -36,6 +36,8 @@ use super::{fit_state_fields, FitMethod};
 
 /// Default bins per field value of `fit_confcalib`.
 pub const DEFAULT_CONFCALIB_BINS: usize = 10;
+/// Default `l2` of `fit_field_calib`.
+pub const DEFAULT_FIELD_L2: f64 = 1.0;
 /// Default `lambda` of `fit_confcalib` (as `confcalib_multiplier`).
 pub const DEFAULT_CONFCALIB_LAMBDA: f64 = 1.96;
 
@@ -79,6 +81,45 @@ keeps p. An empty bin, or one whose mean p is 0, has multiplier 1. The model kee
 )]
 struct FitConfCalibDoc;
 
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits field-aware calibration (Pan et al. 2020, eq. 7, the paper's \"ILPS & field z only\" variant): \
+`σ(η(logit) + g_z)`, η as `fit_ilps` (ordered values at the knots logit(k/(n_knots+1)), constant outside) and one \
+offset g_z per value z of `field`, fitted jointly by minimising the summed log loss plus `l2/2 · Σ g_z²` (default \
+l2 = 1: values with few rows stay near 0, the sparsity problem Zhao et al. raise; l2 = 0 leaves the split between η \
+and the offsets free, the predictions are still determined). `calibrate(logit, model, field)` applies it; a value the \
+fit never saw gets offset 0. The model keeps the knots in `knots_x`/`knots_y`, the values in `field_keys` and their \
+offsets in `field_values`; `loss` is the mean log loss without the penalty.",
+    syntax_example = "fit_field_calib(logit, y, field [, n_knots [, l2]])",
+    sql_example = r#"```sql
+> SELECT f, calibrate(0.0, m, f) > 0.5 AS above
+  FROM (SELECT fit_field_calib(l, y, f, 3) AS m
+        FROM (VALUES (0.0, 1, 'a'), (0.0, 1, 'a'), (0.0, 0, 'a'), (0.0, 0, 'b'), (0.0, 0, 'b'), (0.0, 1, 'b')) AS t(l, y, f))
+  CROSS JOIN (VALUES ('a'), ('b')) AS v(f) ORDER BY f;
++---+-------+
+| f | above |
++---+-------+
+| a | true  |
+| b | false |
++---+-------+
+```"#,
+    argument(name = "logit", description = "The model's logit (any finite number)."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "field",
+        description = "The field whose values get their own offset (any type; compared as text)."
+    ),
+    argument(
+        name = "n_knots",
+        description = "Number of knots of η, an integer constant in [1, 1000]. Default 100."
+    ),
+    argument(
+        name = "l2",
+        description = "L2 penalty on the offsets (on the summed loss), a constant >= 0. Default 1.0."
+    )
+)]
+struct FitFieldCalibDoc;
+
 /// A field-aware fitting aggregate.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct FieldFit {
@@ -97,6 +138,13 @@ impl FieldFit {
     }
 
     fn shape(&self) -> CallShape {
+        if self.method == FitMethod::FieldCalib {
+            return CallShape {
+                name: self.method.function_name(),
+                required: &[Arg::Num("logit"), Arg::Label("y"), Arg::Any("field")],
+                optional: &[Arg::LitInt("n_knots"), Arg::LitNum("l2")],
+            };
+        }
         CallShape {
             name: self.method.function_name(),
             required: &[Arg::Num("p"), Arg::Label("y"), Arg::Any("field")],
@@ -106,14 +154,19 @@ impl FieldFit {
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<FieldFitKernel> {
         let func = self.method.function_name();
-        let bins = match args.exprs.get(3) {
-            Some(e) => n_bins(func, e)?,
-            None => DEFAULT_CONFCALIB_BINS,
+        let field_calib = self.method == FitMethod::FieldCalib;
+        let bins = match (args.exprs.get(3), field_calib) {
+            (Some(e), true) => super::n_knots(func, e)?,
+            (Some(e), false) => n_bins(func, e)?,
+            (None, true) => super::DEFAULT_KNOTS,
+            (None, false) => DEFAULT_CONFCALIB_BINS,
         };
+        let name = if field_calib { "l2" } else { "lambda" };
         let lambda = match args.exprs.get(4) {
-            Some(e) => literal_checked(func, "lambda", e, "finite and >= 0", |x| {
+            Some(e) => literal_checked(func, name, e, "finite and >= 0", |x| {
                 x.is_finite() && x >= 0.0
             })?,
+            None if field_calib => DEFAULT_FIELD_L2,
             None => DEFAULT_CONFCALIB_LAMBDA,
         };
         Ok(FieldFitKernel {
@@ -153,7 +206,11 @@ impl AggregateUDFImpl for FieldFit {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        FitConfCalibDoc.doc()
+        if self.method == FitMethod::FieldCalib {
+            FitFieldCalibDoc.doc()
+        } else {
+            FitConfCalibDoc.doc()
+        }
     }
 }
 
@@ -228,6 +285,17 @@ impl FieldFitKernel {
         states.sort_by(|a, b| a.0.cmp(b.0));
         if states.is_empty() {
             return None;
+        }
+        if self.method == FitMethod::FieldCalib {
+            let rows: i64 = states.iter().map(|(_, st)| st.rows).sum();
+            let (lo, hi) = states
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |acc, (_, st)| {
+                    (acc.0.min(st.s_min), acc.1.max(st.s_max))
+                });
+            let mut m = Model::new(self.method.model_name(), rows, lo, hi);
+            super::field_calib::field_calib(&states, self.bins, self.lambda, &mut m);
+            return Some(m);
         }
         Some(confcalib(&states, self.bins, self.lambda))
     }

@@ -232,7 +232,7 @@ pub(crate) fn solve_ordered(
 }
 
 /// The Hessian in x from the tridiagonal Hessian in b (`diag`, `off` = superdiagonal).
-fn suffix_hessian(diag: &[f64], off: &[f64]) -> Vec<Vec<f64>> {
+pub(crate) fn suffix_hessian(diag: &[f64], off: &[f64]) -> Vec<Vec<f64>> {
     let kn = diag.len();
     // Row sums of H_b restricted to columns ≥ j, for each row k: S[k][j]. Then
     // H_x[i][j] = Σ_{k≥i} S[k][j]. Both are cumulative sums of a tridiagonal matrix.
@@ -271,7 +271,7 @@ fn suffix_hessian(diag: &[f64], off: &[f64]) -> Vec<Vec<f64>> {
 
 /// Solves H_FF p = −g_F by Cholesky, with a small ridge for directions without curvature
 /// (knots without data).
-fn newton_step(h: &[Vec<f64>], g: &[f64], free: &[usize]) -> Vec<f64> {
+pub(crate) fn newton_step(h: &[Vec<f64>], g: &[f64], free: &[usize]) -> Vec<f64> {
     let m = free.len();
     let scale = free
         .iter()

@@ -90,7 +90,7 @@ impl FitKernel {
             FitMethod::Ilps => fit_ilps(st, self.bins, &mut m),
             FitMethod::Bbq => fit_bbq(st, &mut m),
             // The field-aware fits read the inner states themselves (see `field`).
-            FitMethod::ConfCalib => return None,
+            FitMethod::ConfCalib | FitMethod::FieldCalib => return None,
         }
         Some(m)
     }
@@ -164,7 +164,10 @@ impl Kernel for FitKernel {
         }
         let clip = self.clip;
         let method = self.method;
-        let score = if matches!(method, FitMethod::Temperature | FitMethod::Ilps) {
+        let score = if matches!(
+            method,
+            FitMethod::Temperature | FitMethod::Ilps | FitMethod::FieldCalib
+        ) {
             "logit"
         } else {
             "score"

@@ -42,6 +42,7 @@ use crate::metrics::binning::Strategy;
 
 mod bbq;
 mod field;
+mod field_calib;
 pub use field::FieldFit;
 mod grid;
 mod ilps;
@@ -91,6 +92,7 @@ pub enum FitMethod {
     Ilps,
     Bbq,
     ConfCalib,
+    FieldCalib,
 }
 
 impl FitMethod {
@@ -106,6 +108,7 @@ impl FitMethod {
             FitMethod::Ilps => "fit_ilps",
             FitMethod::Bbq => "fit_bbq",
             FitMethod::ConfCalib => "fit_confcalib",
+            FitMethod::FieldCalib => "fit_field_calib",
         }
     }
 
@@ -130,6 +133,7 @@ impl FitMethod {
             FitMethod::Ilps => "ilps",
             FitMethod::Bbq => "bbq",
             FitMethod::ConfCalib => "confcalib",
+            FitMethod::FieldCalib => "field_calib",
         }
     }
 }
@@ -570,7 +574,7 @@ impl AggregateUDFImpl for Fit {
             FitMethod::Ilps => FitIlpsDoc.doc(),
             FitMethod::Bbq => FitBbqDoc.doc(),
             // Served by `field::FieldFit`.
-            FitMethod::ConfCalib => None,
+            FitMethod::ConfCalib | FitMethod::FieldCalib => None,
         }
     }
 }

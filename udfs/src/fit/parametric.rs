@@ -241,7 +241,8 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
         | FitMethod::Histogram
         | FitMethod::Ilps
         | FitMethod::Bbq
-        | FitMethod::ConfCalib => {}
+        | FitMethod::ConfCalib
+        | FitMethod::FieldCalib => {}
     }
 }
 

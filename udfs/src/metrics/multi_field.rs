@@ -9,7 +9,7 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
 use arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion_common::{plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, TypeSignature, Volatility};
 use datafusion_macros::user_doc;
 
 use super::field::{FieldKernel, FieldKind, FieldMetric, DEFAULT_RCE_EPS};
@@ -27,13 +27,13 @@ type (NULL is its own value, as in `field_rce`); a numeric constant after them i
 row is usable.",
     syntax_example = "multi_field_rce(p, y, field1, field2, … [, eps])",
     sql_example = r#"```sql
-> SELECT round(multi_field_rce(p, y, site, ad), 6) AS mrce
+> SELECT round(multi_field_rce(p, y, site, ad), 6) AS mrce -- site b has no positive: eps = 0.01 makes its term large
   FROM (VALUES (0.5, 1, 'a', 1), (0.5, 1, 'a', 2), (0.5, 0, 'b', 1), (0.5, 0, 'b', 2)) AS t(p, y, site, ad);
-+----------+
-| mrce     |
-+----------+
-| 0.497512 |
-+----------+
++-----------+
+| mrce      |
++-----------+
+| 12.623762 |
++-----------+
 ```"#,
     argument(name = "p", description = "Predicted probability in [0, 1]."),
     argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
@@ -62,8 +62,20 @@ impl Default for MultiFieldRce {
 
 impl MultiFieldRce {
     pub fn new() -> Self {
+        // User-defined coercion, plus example arities that `SHOW FUNCTIONS` and
+        // `information_schema` can list (2 or 3 fields, with or without eps). No parameter
+        // names: with a variable number of fields, `eps => …` has no fixed position.
+        let f = DataType::Float64;
+        let t = DataType::Utf8;
+        let examples = [
+            vec![f.clone(), f.clone(), t.clone(), t.clone()],
+            vec![f.clone(), f.clone(), t.clone(), t.clone(), f.clone()],
+            vec![f.clone(), f.clone(), t.clone(), t.clone(), t.clone()],
+        ];
+        let mut variants = vec![TypeSignature::UserDefined];
+        variants.extend(examples.into_iter().map(TypeSignature::Exact));
         Self {
-            signature: Signature::user_defined(Volatility::Immutable),
+            signature: Signature::one_of(variants, Volatility::Immutable),
         }
     }
 

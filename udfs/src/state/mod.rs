@@ -70,6 +70,7 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(Fit::new(FitMethod::Ilps)),
         Arc::new(Fit::new(FitMethod::Bbq)),
         Arc::new(crate::fit::FieldFit::new(FitMethod::ConfCalib)),
+        Arc::new(crate::fit::FieldFit::new(FitMethod::FieldCalib)),
         Arc::new(crate::metrics::mvce::Mvce::new()),
     ];
     inners
