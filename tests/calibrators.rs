@@ -154,3 +154,50 @@ async fn every_generated_case_runs_or_is_pending_by_name() {
         );
     }
 }
+
+/// `fit_isotonic` is scikit-learn's past the parametric fits' 65,536-distinct-score grid
+/// switch: 300,000 distinct scores. Expected values: scikit-learn 1.9.1
+/// `IsotonicRegression(out_of_bounds='clip')` on the same rows computed in numpy:
+/// `v = arange(1, 300001); s = ((v*7919) % 1000003) / 1000003.0;
+/// y = ((v*104729) % 1000) < 1000*s*s`, then `predict` at the points below (696 thresholds).
+#[tokio::test]
+async fn isotonic_is_exact_past_the_grid_switch() {
+    let ctx = calibsql::new_context();
+    let expected = [
+        (0.0, 0.0),
+        (0.001, 0.0),
+        (0.1234567, 0.017057569296375266),
+        (0.25, 0.06357758620689656),
+        (0.3333333, 0.11087420042643924),
+        (0.5, 0.2518676627534685),
+        (0.6180339887, 0.38402625820568925),
+        (0.75, 0.5650319829424306),
+        (0.9, 0.8083242059145673),
+        (0.999999, 1.0),
+        (1.0, 1.0),
+    ];
+    let values: Vec<String> = expected
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| format!("({i}, CAST({s:?} AS DOUBLE))"))
+        .collect();
+    let sql = format!(
+        "WITH d AS (SELECT s, CAST(((value * 104729) % 1000) < 1000 * s * s AS INT) AS y
+                    FROM (SELECT value, ((value * 7919) % 1000003) / 1000003.0 AS s
+                          FROM generate_series(1, 300000))),
+              m AS (SELECT fit_isotonic(s, y) AS m FROM d)
+         SELECT v.i, calibrate(v.s, m.m) FROM (VALUES {}) AS v(i, s) CROSS JOIN m ORDER BY v.i",
+        values.join(", ")
+    );
+    let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    let batch = concat_batches(&batches[0].schema(), &batches).unwrap();
+    let got = cast(batch.column(1), &DataType::Float64).unwrap();
+    let got = got.as_primitive::<Float64Type>();
+    for (i, (s, want)) in expected.iter().enumerate() {
+        assert!(
+            (got.value(i) - want).abs() <= 1e-12,
+            "calibrate({s}) = {}, scikit-learn {want}",
+            got.value(i)
+        );
+    }
+}

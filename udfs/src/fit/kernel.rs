@@ -116,7 +116,7 @@ impl FitKernel {
     pub(super) fn clear_group(&mut self, g: usize) {
         if let Some(st) = self.groups.get_mut(g) {
             self.bytes -= st.len_bytes();
-            *st = FitState::new();
+            *st = FitState::new(self.method.exact_cap());
             self.bytes += st.len_bytes();
         }
     }
@@ -138,7 +138,8 @@ impl Kernel for FitKernel {
 
     fn resize(&mut self, n: usize) {
         if self.groups.len() < n {
-            self.groups.resize_with(n, FitState::new);
+            let cap = self.method.exact_cap();
+            self.groups.resize_with(n, || FitState::new(cap));
         }
     }
 

@@ -22,7 +22,9 @@ pub(super) struct FitState {
     pub(super) index: HashTable<u32>,
     pub(super) points: Vec<Point>,
     pub(super) hasher: DefaultHashBuilder,
-    /// Grid mode (past `EXACT_CAP` distinct scores).
+    /// Distinct scores kept exactly before the grid (see `FitMethod::exact_cap`).
+    pub(super) cap: usize,
+    /// Grid mode (past `cap` distinct scores).
     pub(super) grid: Option<Box<Grid>>,
     pub(super) rows: i64,
     pub(super) s_min: f64,
@@ -30,8 +32,10 @@ pub(super) struct FitState {
 }
 
 impl FitState {
-    pub(super) fn new() -> Self {
+    /// An empty state that keeps up to `cap` distinct scores exactly.
+    pub(super) fn new(cap: usize) -> Self {
         Self {
+            cap,
             index: HashTable::new(),
             points: vec![],
             hasher: DefaultHashBuilder::default(),
@@ -72,7 +76,7 @@ impl FitState {
                     hasher.hash_one(points[i as usize].s.to_bits())
                 });
                 points.push(Point { s, n, t });
-                if points.len() > EXACT_CAP {
+                if points.len() > self.cap {
                     self.switch_to_grid();
                 }
             }
