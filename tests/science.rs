@@ -1,7 +1,9 @@
 //! The science, checked on generated data whose truth is known (`calibsql::generate`, fixed
 //! seed, 200,000 rows): the simulation means what it says, UERM with the true exposure
 //! removes the missing-not-at-random bias that the naive fits keep (Kweon et al., AAAI 2022,
-//! Proposition 1), and ConfCalib lowers field-level miscalibration (Zhao et al.).
+//! Proposition 1), ConfCalib lowers field-level miscalibration (Zhao et al.), field-aware
+//! ILPS beats ILPS on a biased field and ILPS beats Platt on non-logistic miscalibration
+//! (Pan et al.), and order-preserving calibrators keep the AUC.
 //!
 //! Numbers are printed; see them with `cargo test --test science -- --nocapture`.
 
@@ -213,15 +215,15 @@ fn uerm_with_the_true_exposure_beats_the_naive_fits() {
     });
 }
 
-/// The last table of sql/field_calibration.sql: (method, field_rce_site, multi_field_rce).
-async fn field_report(ctx: &SessionContext) -> Vec<(String, f64, f64)> {
+/// The last table of sql/field_calibration.sql: per method, its metrics in the report's
+/// column order (field_rce_site, multi_field_rce, auc, logloss, ece, mvce).
+async fn field_report(ctx: &SessionContext) -> Vec<(String, Vec<f64>)> {
     let sql = std::fs::read_to_string(repo().join("sql/field_calibration.sql")).unwrap();
     let batches = run(ctx, &sql).await;
     let methods = strings(&batches, 0);
-    let site = floats(&batches, 1);
-    let multi = floats(&batches, 2);
+    let columns: Vec<Vec<f64>> = (1..=6).map(|i| floats(&batches, i)).collect();
     (0..methods.len())
-        .map(|i| (methods[i].clone(), site[i], multi[i]))
+        .map(|i| (methods[i].clone(), columns.iter().map(|c| c[i]).collect()))
         .collect()
 }
 
@@ -229,22 +231,90 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The field-calibration report (Zhao et al. Table 2, Pan et al. Table 6) on the generated
+/// data, whose CTR model is off by a factor per site, app and ad type.
 #[test]
-fn confcalib_lowers_field_level_miscalibration() {
+fn field_report_reproduces_the_papers_claims() {
     runtime().block_on(async {
         let ctx = session(data()).await;
         let rows = field_report(&ctx).await;
-        for (method, site, multi) in &rows {
-            println!("  {method:<48} Field-RCE site_id {site:.4}  multi-field RCE {multi:.4}");
+        for (method, v) in &rows {
+            println!(
+                "  {method:<48} Field-RCE {:.4}  multi-RCE {:.4}  AUC {:.4}  logloss {:.4}  ECE {:.4}  MVCE {:.4}",
+                v[0], v[1], v[2], v[3], v[4], v[5]
+            );
         }
-        let [uncalibrated, single, multi] = &rows[..] else {
-            panic!("{rows:?}")
+        let get = |prefix: &str| -> &Vec<f64> {
+            &rows
+                .iter()
+                .find(|(m, _)| m.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no row {prefix} in {rows:?}"))
+                .1
         };
-        assert!(uncalibrated.0.starts_with("uncalibrated") && single.0.contains("site_id"));
-        // Single-field ConfCalib on site_id lowers the site-level RCE …
-        assert!(single.1 < 0.85 * uncalibrated.1, "{rows:?}");
-        // … and fusing the fields' multipliers lowers the multi-field RCE further.
-        assert!(multi.2 < 0.95 * single.2, "{rows:?}");
+        let (site, multi, auc) = (0, 1, 2);
+        // Zhao Table 2: single-field ConfCalib on site_id lowers the site-level RCE …
+        assert!(get("ConfCalib, site_id")[site] < 0.85 * get("uncalibrated")[site], "{rows:?}");
+        // … and correcting every field lowers the multi-field RCE further.
+        assert!(
+            get("ConfCalib, all fields")[multi] < 0.95 * get("ConfCalib, site_id")[multi],
+            "{rows:?}"
+        );
+        // (Field-aware ILPS against ILPS alone: on these 5,000 mostly rare sites the site
+        // RCE of the test split is dominated by noise, and the two are within 1%; the claim
+        // is checked on data built for it below.)
+        // Strictly increasing maps keep the ranking, so the AUC (up to ties that rounding
+        // can create between scores one ulp apart).
+        for m in ["Platt", "temperature", "beta"] {
+            assert!(
+                (get(m)[auc] - get("uncalibrated")[auc]).abs() < 1e-4,
+                "{m}: {rows:?}"
+            );
+        }
+    });
+}
+
+/// Pan Table 6: when a field carries bias, field-aware ILPS lowers that field's RCE below
+/// ILPS alone. Known truth built in SQL: 20 field values of 10,000 rows each, value z adds
+/// `g_z = (z − 9.5)/10` to the log-odds the model's logit l does not see; labels drawn from
+/// σ(l + g_z) by a hash; fitted on one half, scored on the other.
+#[test]
+fn field_aware_ilps_removes_a_fields_bias() {
+    runtime().block_on(async {
+        let ctx = calibsql::new_context();
+        let sql = "
+            WITH d AS (
+              SELECT (value / 20) % 2 AS half, l, z,
+                     CAST(((value * 2654435761) % 1000003) / 1000003.0 < sigmoid(l + (z - 9.5) / 10.0) AS INT) AS y
+              FROM (SELECT value, value % 20 AS z, ((value * 7919) % 100003) / 100003.0 * 8.0 - 4.0 AS l
+                    FROM generate_series(1, 200000))),
+            m AS (SELECT fit_ilps(l, y, 20) AS ilps, fit_field_calib(l, y, z, 20) AS field FROM d WHERE half = 0)
+            SELECT field_rce(calibrate(l, ilps), y, z), field_rce(calibrate(l, field, z), y, z)
+            FROM d CROSS JOIN m WHERE half = 1";
+        let v = one_row(&run(&ctx, sql).await);
+        println!("  Field-RCE on held-out rows: ILPS {:.5}, field-aware ILPS {:.5}", v[0], v[1]);
+        assert!(v[1] < 0.5 * v[0], "{v:?}");
+    });
+}
+
+/// Pan Table 6: ILPS beats Platt in log loss when the miscalibration is not logistic. Known
+/// truth built in SQL: logits l spread over [−6, 6], true probability σ(l)² (not a logistic
+/// function of l), labels drawn from it by a hash; fitted on one half, scored on the other.
+#[test]
+fn ilps_beats_platt_when_the_miscalibration_is_not_logistic() {
+    runtime().block_on(async {
+        let ctx = calibsql::new_context();
+        let sql = "
+            WITH d AS (
+              SELECT value % 2 AS half, l,
+                     CAST(((value * 2654435761) % 1000003) / 1000003.0 < power(sigmoid(l), 2) AS INT) AS y
+              FROM (SELECT value, ((value * 7919) % 100003) / 100003.0 * 12.0 - 6.0 AS l
+                    FROM generate_series(1, 200000))),
+            m AS (SELECT fit_ilps(l, y) AS ilps, fit_platt(l, y) AS platt FROM d WHERE half = 0)
+            SELECT logloss(calibrate(l, ilps), y), logloss(calibrate(l, platt), y)
+            FROM d CROSS JOIN m WHERE half = 1";
+        let v = one_row(&run(&ctx, sql).await);
+        println!("  log loss on held-out rows: ILPS {:.5}, Platt {:.5}", v[0], v[1]);
+        assert!(v[0] < v[1] - 1e-3, "{v:?}");
     });
 }
 
