@@ -35,13 +35,46 @@ pub(super) fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &
             (z, Located { k, lambda, a, t })
         }));
     }
-    let zn = states.len();
     let rows: f64 = states.iter().map(|(_, st)| st.rows as f64).sum();
+    let fit = solve_with_offsets(&nodes, states.len(), l2, &knots, rows);
+    m.loss = Some(fit.data_loss / rows);
+    m.iterations = Some(fit.iterations);
+    m.converged = Some(fit.converged);
+    m.knots_x = Some(knots);
+    m.knots_y = Some(fit.b);
+    m.field_keys = Some(states.iter().map(|(k, _)| k.to_string()).collect());
+    m.field_values = Some(fit.g);
+}
+
+/// The result of [`solve_with_offsets`].
+pub(super) struct OrderedFit {
+    /// Knot values (knots without data filled in).
+    pub b: Vec<f64>,
+    /// One offset per field value.
+    pub g: Vec<f64>,
+    /// The summed data term (without the penalty).
+    pub data_loss: f64,
+    pub iterations: i32,
+    pub converged: bool,
+}
+
+/// Minimises `Σ a·softplus(η + g_z) − t·(η + g_z) + l2/2·Σ g_z²` over ordered knot values and
+/// `zn` offsets (`zn` = 0: plain ILPS, every node's field index ignored), starting from the
+/// identity η(l) = l and g = 0.
+pub(super) fn solve_with_offsets(
+    nodes: &[(usize, Located)],
+    zn: usize,
+    l2: f64,
+    knots: &[f64],
+    rows: f64,
+) -> OrderedFit {
+    let kn = knots.len();
+    let offset = |g: &[f64], z: usize| if zn == 0 { 0.0 } else { g[z] };
     let value = |b: &[f64], g: &[f64]| -> f64 {
         let data: f64 = nodes
             .iter()
             .map(|(z, p)| {
-                let e = eta(b, p) + g[*z];
+                let e = eta(b, p) + offset(g, *z);
                 p.a * softplus(e) - p.t * e
             })
             .sum();
@@ -73,23 +106,29 @@ pub(super) fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &
         let mut gg: Vec<f64> = g.iter().map(|v| l2 * v).collect();
         let mut dz = vec![l2; zn];
         let mut cb = vec![vec![0.0; zn]; kn]; // cross terms in b, then x
-        for (z, p) in &nodes {
-            let e = eta(&b, p) + g[*z];
+        for (z, p) in nodes {
+            let e = eta(&b, p) + offset(&g, *z);
             let s = sigmoid(e);
             let r = p.a * s - p.t;
             let h = p.a * s * (1.0 - s);
             let (w0, w1) = (1.0 - p.lambda, p.lambda);
             gb[p.k] += r * w0;
             diag[p.k] += h * w0 * w0;
-            cb[p.k][*z] += h * w0;
+            if zn > 0 {
+                cb[p.k][*z] += h * w0;
+            }
             if w1 != 0.0 {
                 gb[p.k + 1] += r * w1;
                 diag[p.k + 1] += h * w1 * w1;
                 off[p.k] += h * w0 * w1;
-                cb[p.k + 1][*z] += h * w1;
+                if zn > 0 {
+                    cb[p.k + 1][*z] += h * w1;
+                }
             }
-            gg[*z] += r;
-            dz[*z] += h;
+            if zn > 0 {
+                gg[*z] += r;
+                dz[*z] += h;
+            }
         }
         let mut gx = vec![0.0; kn];
         let mut acc = 0.0;
@@ -187,19 +226,19 @@ pub(super) fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &
         }
     }
     let flat: Vec<Located> = nodes.iter().map(|(_, p)| *p).collect();
-    fill_unsupported(&knots, &mut b, &supported(&flat, kn));
+    fill_unsupported(knots, &mut b, &supported(&flat, kn));
     let data_loss: f64 = nodes
         .iter()
         .map(|(z, p)| {
-            let e = eta(&b, p) + g[*z];
+            let e = eta(&b, p) + offset(&g, *z);
             p.a * softplus(e) - p.t * e
         })
         .sum();
-    m.loss = Some(data_loss / rows);
-    m.iterations = Some(iterations);
-    m.converged = Some(converged);
-    m.knots_x = Some(knots);
-    m.knots_y = Some(b);
-    m.field_keys = Some(states.iter().map(|(k, _)| k.to_string()).collect());
-    m.field_values = Some(g);
+    OrderedFit {
+        b,
+        g,
+        data_loss,
+        iterations,
+        converged,
+    }
 }

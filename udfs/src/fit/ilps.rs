@@ -8,7 +8,8 @@
 //! Written in x = (b_1, d_1, …, d_{K−1}) with `b_{k+1} = b_k + d_k`, the constraints become
 //! bounds `d ≥ 0` and the problem is solved by Bertsekas' projected Newton method (1982):
 //! a Newton step on the variables not held at their bound, a scaled gradient step on those
-//! that are, and an Armijo search along the projection arc. The Hessian in b is tridiagonal
+//! that are, and an Armijo search along the projection arc (the solver is shared with the
+//! field-aware fit, `field_calib::solve_with_offsets`; ILPS is that fit without fields). The Hessian in b is tridiagonal
 //! (each row touches two knots); in x it is its 2-D suffix sums, a dense K×K system solved
 //! by Cholesky. This is the exact optimum of eq. 11 as λ → ∞ (hard constraints).
 //!
@@ -23,16 +24,11 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::model::Model;
-use crate::optim::softplus;
-use crate::scalars::sigmoid;
 
 use super::state::FitState;
 
 /// Default number of knots of `fit_ilps` and `fit_field_calib` (Pan et al.).
 pub const DEFAULT_KNOTS: usize = 100;
-const MAX_ITERATIONS: i32 = 500;
-/// Stop when the projected gradient's largest component is below this.
-const GRADIENT_TOL: f64 = 1e-13;
 
 /// The knots `a_k = ln(p / (1 − p))`, `p = k / (K + 1)`, k = 1..K.
 pub(crate) fn ilps_knots(k: usize) -> Vec<f64> {
@@ -74,160 +70,6 @@ pub(crate) fn eta(b: &[f64], p: &Located) -> f64 {
         b[p.k]
     } else {
         (1.0 - p.lambda) * b[p.k] + p.lambda * b[p.k + 1]
-    }
-}
-
-/// The result of [`solve_ordered`].
-pub(crate) struct OrderedFit {
-    pub b: Vec<f64>,
-    pub loss: f64,
-    pub iterations: i32,
-    pub converged: bool,
-}
-
-/// Minimises `(1/n) Σ a·softplus(η + offset) − t·(η + offset)` over ordered knot values b,
-/// starting from `start` (which must be ordered). `offsets` (one per node, or empty) lets the
-/// field-aware fit hold its per-field offsets fixed.
-pub(crate) fn solve_ordered(
-    nodes: &[Located],
-    offsets: &[f64],
-    n: f64,
-    start: Vec<f64>,
-) -> OrderedFit {
-    let kn = start.len();
-    let offset = |i: usize| offsets.get(i).copied().unwrap_or(0.0);
-    let value = |b: &[f64]| -> f64 {
-        nodes
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let f = eta(b, p) + offset(i);
-                p.a * softplus(f) - p.t * f
-            })
-            .sum::<f64>()
-            / n
-    };
-    let to_b = |x: &[f64]| -> Vec<f64> {
-        let mut b = Vec::with_capacity(kn);
-        let mut acc = x[0];
-        b.push(acc);
-        for d in &x[1..] {
-            acc += d;
-            b.push(acc);
-        }
-        b
-    };
-    let mut x: Vec<f64> = std::iter::once(start[0])
-        .chain(start.windows(2).map(|w| (w[1] - w[0]).max(0.0)))
-        .collect();
-    let mut b = to_b(&x);
-    let mut f = value(&b);
-    let mut iterations = 0;
-    let mut converged = false;
-    while iterations < MAX_ITERATIONS {
-        iterations += 1;
-        // Gradient and tridiagonal Hessian in b.
-        let mut gb = vec![0.0; kn];
-        let mut diag = vec![0.0; kn];
-        let mut off = vec![0.0; kn.saturating_sub(1)];
-        for (i, p) in nodes.iter().enumerate() {
-            let e = eta(&b, p) + offset(i);
-            let s = sigmoid(e);
-            let g = (p.a * s - p.t) / n;
-            let h = p.a * s * (1.0 - s) / n;
-            let (w0, w1) = (1.0 - p.lambda, p.lambda);
-            gb[p.k] += g * w0;
-            diag[p.k] += h * w0 * w0;
-            if w1 != 0.0 {
-                gb[p.k + 1] += g * w1;
-                diag[p.k + 1] += h * w1 * w1;
-                off[p.k] += h * w0 * w1;
-            }
-        }
-        // In x: suffix sums (b_k depends on x_0..x_k).
-        let mut gx = vec![0.0; kn];
-        let mut acc = 0.0;
-        for k in (0..kn).rev() {
-            acc += gb[k];
-            gx[k] = acc;
-        }
-        // The projected gradient: zero where a bound holds and the gradient pushes into it.
-        let at_bound = |j: usize, x: &[f64], g: &[f64]| j > 0 && x[j] <= 0.0 && g[j] > 0.0;
-        let pg = (0..kn)
-            .map(|j| {
-                if at_bound(j, &x, &gx) {
-                    0.0
-                } else {
-                    gx[j].abs()
-                }
-            })
-            .fold(0.0, f64::max);
-        if pg <= GRADIENT_TOL {
-            converged = true;
-            break;
-        }
-        // ε-active set (Bertsekas): variables near their bound whose gradient pushes into it.
-        let eps = pg.min(1e-8);
-        let active: Vec<bool> = (0..kn)
-            .map(|j| j > 0 && x[j] <= eps && gx[j] > 0.0)
-            .collect();
-        let free: Vec<usize> = (0..kn).filter(|&j| !active[j]).collect();
-        // H_x[i][j] = Σ_{k≥i} Σ_{l≥j} H_b[k][l], H_b tridiagonal.
-        let hx = suffix_hessian(&diag, &off);
-        let step_free = newton_step(&hx, &gx, &free);
-        let mut p = vec![0.0; kn];
-        for (idx, &j) in free.iter().enumerate() {
-            p[j] = step_free[idx];
-        }
-        for j in 0..kn {
-            if active[j] {
-                p[j] = -gx[j] / hx[j][j].max(1e-12);
-            }
-        }
-        // Armijo along the projection arc.
-        let mut alpha = 1.0;
-        let mut accepted = false;
-        for _ in 0..60 {
-            let trial: Vec<f64> = (0..kn)
-                .map(|j| {
-                    let v = x[j] + alpha * p[j];
-                    if j > 0 {
-                        v.max(0.0)
-                    } else {
-                        v
-                    }
-                })
-                .collect();
-            let tb = to_b(&trial);
-            let tf = value(&tb);
-            let decrease: f64 = (0..kn).map(|j| gx[j] * (trial[j] - x[j])).sum();
-            if tf <= f + 1e-4 * decrease && tf.is_finite() {
-                let done = (f - tf).abs() <= 1e-16 * f.abs().max(1e-300) && decrease > -1e-30;
-                x = trial;
-                b = tb;
-                f = tf;
-                accepted = true;
-                if done {
-                    converged = true;
-                }
-                break;
-            }
-            alpha *= 0.5;
-        }
-        if !accepted || converged {
-            converged = converged || !accepted && pg <= 1e-9;
-            break;
-        }
-        if b.iter().any(|v| v.abs() > 1e6) {
-            // Diverging: the data are separable past a knot.
-            break;
-        }
-    }
-    OrderedFit {
-        b,
-        loss: f,
-        iterations,
-        converged,
     }
 }
 
@@ -367,13 +209,12 @@ pub(super) fn fit_ilps(st: &FitState, kn: usize, m: &mut Model) {
         })
         .collect();
     let n = st.rows as f64;
-    // Start from the identity η(l) = l: the model that changes nothing.
-    let fit = solve_ordered(&nodes, &[], n, knots.clone());
-    let mut b = fit.b;
-    fill_unsupported(&knots, &mut b, &supported(&nodes, kn));
-    m.loss = Some(fit.loss);
+    // ILPS is the field-aware solver without fields; it starts from the identity η(l) = l.
+    let nodes: Vec<(usize, Located)> = nodes.into_iter().map(|p| (0, p)).collect();
+    let fit = super::field_calib::solve_with_offsets(&nodes, 0, 0.0, &knots, n);
+    m.loss = Some(fit.data_loss / n);
     m.iterations = Some(fit.iterations);
     m.converged = Some(fit.converged);
     m.knots_x = Some(knots);
-    m.knots_y = Some(b);
+    m.knots_y = Some(fit.b);
 }

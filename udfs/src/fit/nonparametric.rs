@@ -52,6 +52,22 @@ pub(super) fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
     m.converged = Some(true);
 }
 
+/// Each bin's positive rate over the points (score, rows, positives); an empty bin gets the
+/// overall rate.
+fn bin_rates(pts: &[(f64, f64, f64)], bins: usize, bin_of: &dyn Fn(f64) -> usize) -> Vec<f64> {
+    let mut n = vec![0.0; bins];
+    let mut t = vec![0.0; bins];
+    for &(s, pn, pt) in pts {
+        let b = bin_of(s);
+        n[b] += pn;
+        t[b] += pt;
+    }
+    let overall = t.iter().sum::<f64>() / n.iter().sum::<f64>();
+    (0..bins)
+        .map(|b| if n[b] > 0.0 { t[b] / n[b] } else { overall })
+        .collect()
+}
+
 /// Histogram binning with `'quantile'` bins: edges `numpy.percentile` of the fitted scores
 /// (the rule of the binned metrics' `'quantile'`, see `metrics::binning`), bins closed on the
 /// right (`searchsorted(inner edges, s, 'left')`, so equal scores share a bin), each bin's
@@ -61,17 +77,7 @@ pub(super) fn fit_histogram_quantile(st: &FitState, bins: usize, m: &mut Model) 
     let edges = super::field::quantile_edges_of_points(&pts, bins);
     let inner = &edges[1..bins];
     let bin_of = |s: f64| inner.partition_point(|&e| e < s);
-    let mut n = vec![0.0; bins];
-    let mut t = vec![0.0; bins];
-    for &(s, pn, pt) in &pts {
-        let b = bin_of(s);
-        n[b] += pn;
-        t[b] += pt;
-    }
-    let overall = t.iter().sum::<f64>() / n.iter().sum::<f64>();
-    let rates: Vec<f64> = (0..bins)
-        .map(|b| if n[b] > 0.0 { t[b] / n[b] } else { overall })
-        .collect();
+    let rates = bin_rates(&pts, bins, &bin_of);
     m.method = "histogram_quantile".to_string();
     m.loss = Some(points_loss(&pts, |i| rates[bin_of(pts[i].0)]));
     m.knots_x = Some(edges);
@@ -90,17 +96,7 @@ pub(super) fn fit_histogram(st: &FitState, bins: usize, m: &mut Model) {
             0
         }
     };
-    let mut n = vec![0.0; bins];
-    let mut t = vec![0.0; bins];
-    for &(s, pn, pt) in &pts {
-        let b = bin_of(s);
-        n[b] += pn;
-        t[b] += pt;
-    }
-    let overall = t.iter().sum::<f64>() / n.iter().sum::<f64>();
-    let rates: Vec<f64> = (0..bins)
-        .map(|b| if n[b] > 0.0 { t[b] / n[b] } else { overall })
-        .collect();
+    let rates = bin_rates(&pts, bins, &bin_of);
     m.loss = Some(points_loss(&pts, |i| rates[bin_of(pts[i].0)]));
     m.knots_x = Some(
         (0..=bins)
