@@ -224,6 +224,10 @@ pub(super) fn solve_with_offsets(
             converged = converged || pg <= 1e-9 * rows.max(1.0);
             break;
         }
+        if b.iter().chain(&g).any(|v| v.abs() > 1e6) {
+            // Diverging: separable past a knot, or an IPS objective unbounded below.
+            break;
+        }
     }
     let flat: Vec<Located> = nodes.iter().map(|(_, p)| *p).collect();
     fill_unsupported(knots, &mut b, &supported(&flat, kn));
