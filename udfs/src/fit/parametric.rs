@@ -38,14 +38,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             let u = |s: f64| (s - mu) / sd;
             let (u_min, u_max) = (u(s_min), u(s_max));
             if method == FitMethod::Platt {
-                let nodes: Vec<Node<2>> = raw
-                    .iter()
-                    .map(|&(s, a, t)| Node {
-                        phi: [1.0, u(s)],
-                        a,
-                        t,
-                    })
-                    .collect();
+                let nodes: Vec<Node<2>> = nodes_of(&raw, |s| [1.0, u(s)]);
                 let sol = minimise(&nodes, n, &[[0.0, 1.0]], [c0, 0.0]);
                 let [cu, bu] = sol.theta;
                 let b = bu / sd;
@@ -54,27 +47,13 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 m.c = Some(c);
                 m.iterations = Some(sol.iterations);
                 m.converged = Some(sol.converged);
-                let raw_nodes: Vec<Node<2>> = raw
-                    .iter()
-                    .map(|&(s, a, t)| Node {
-                        phi: [1.0, s],
-                        a,
-                        t,
-                    })
-                    .collect();
+                let raw_nodes: Vec<Node<2>> = nodes_of(&raw, |s| [1.0, s]);
                 m.loss = Some(objective(&raw_nodes, n, &[c, b]));
             } else {
-                let nodes: Vec<Node<3>> = raw
-                    .iter()
-                    .map(|&(s, a, t)| {
-                        let x = u(s);
-                        Node {
-                            phi: [1.0, x, x * x],
-                            a,
-                            t,
-                        }
-                    })
-                    .collect();
+                let nodes: Vec<Node<3>> = nodes_of(&raw, |s| {
+                    let x = u(s);
+                    [1.0, x, x * x]
+                });
                 let cons = [[0.0, 1.0, 2.0 * u_min], [0.0, 1.0, 2.0 * u_max]];
                 let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
                 let [cu, bu, au] = sol.theta;
@@ -86,14 +65,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 m.c = Some(c);
                 m.iterations = Some(sol.iterations);
                 m.converged = Some(sol.converged);
-                let raw_nodes: Vec<Node<3>> = raw
-                    .iter()
-                    .map(|&(s, a, t)| Node {
-                        phi: [1.0, s, s * s],
-                        a,
-                        t,
-                    })
-                    .collect();
+                let raw_nodes: Vec<Node<3>> = nodes_of(&raw, |s| [1.0, s, s * s]);
                 m.loss = Some(objective(&raw_nodes, n, &[c, b, a]));
             }
         }
@@ -112,17 +84,10 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 1.0
             };
             let v = |s: f64| sp(s) / kappa;
-            let nodes: Vec<Node<3>> = raw
-                .iter()
-                .map(|&(s, a, t)| {
-                    let x = v(s);
-                    Node {
-                        phi: [1.0, x.ln(), x],
-                        a,
-                        t,
-                    }
-                })
-                .collect();
+            let nodes: Vec<Node<3>> = nodes_of(&raw, |s| {
+                let x = v(s);
+                [1.0, x.ln(), x]
+            });
             let cons = [[0.0, 1.0, v(s_min)], [0.0, 1.0, v(s_max)]];
             let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
             let [cv, av, bv] = sol.theta;
@@ -135,14 +100,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             m.shift = Some(shift);
             m.iterations = Some(sol.iterations);
             m.converged = Some(sol.converged);
-            let raw_nodes: Vec<Node<3>> = raw
-                .iter()
-                .map(|&(s, a, t)| Node {
-                    phi: [1.0, sp(s).ln(), sp(s)],
-                    a,
-                    t,
-                })
-                .collect();
+            let raw_nodes: Vec<Node<3>> = nodes_of(&raw, |s| [1.0, sp(s).ln(), sp(s)]);
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
         FitMethod::Temperature => {
@@ -154,14 +112,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             } else {
                 1.0
             };
-            let nodes: Vec<Node<1>> = raw
-                .iter()
-                .map(|&(s, a, t)| Node {
-                    phi: [s / rms],
-                    a,
-                    t,
-                })
-                .collect();
+            let nodes: Vec<Node<1>> = nodes_of(&raw, |s| [s / rms]);
             let sol = minimise(&nodes, n, &[[1.0]], [1.0]);
             // The bound β ≥ 0 holds at the optimum up to the rounding of the steps.
             let beta = if sol.theta[0] > 1e-12 {
@@ -176,10 +127,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             });
             m.iterations = Some(sol.iterations);
             m.converged = Some(sol.converged);
-            let raw_nodes: Vec<Node<1>> = raw
-                .iter()
-                .map(|&(s, a, t)| Node { phi: [s], a, t })
-                .collect();
+            let raw_nodes: Vec<Node<1>> = nodes_of(&raw, |s| [s]);
             m.loss = Some(objective(&raw_nodes, n, &[beta]));
         }
         FitMethod::Beta => {
@@ -204,17 +152,10 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                     1.0
                 }
             });
-            let nodes: Vec<Node<3>> = raw
-                .iter()
-                .map(|&(s, a, t)| {
-                    let f = features(s);
-                    Node {
-                        phi: [1.0, f[0] / scale[0], f[1] / scale[1]],
-                        a,
-                        t,
-                    }
-                })
-                .collect();
+            let nodes: Vec<Node<3>> = nodes_of(&raw, |s| {
+                let f = features(s);
+                [1.0, f[0] / scale[0], f[1] / scale[1]]
+            });
             let cons = [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
             let sol = minimise(&nodes, n, &cons, [c0, 0.0, 0.0]);
             let [c, au, bu] = sol.theta;
@@ -224,17 +165,10 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             m.c = Some(c);
             m.iterations = Some(sol.iterations);
             m.converged = Some(sol.converged);
-            let raw_nodes: Vec<Node<3>> = raw
-                .iter()
-                .map(|&(s, wt, t)| {
-                    let f = features(s);
-                    Node {
-                        phi: [1.0, f[0], f[1]],
-                        a: wt,
-                        t,
-                    }
-                })
-                .collect();
+            let raw_nodes: Vec<Node<3>> = nodes_of(&raw, |s| {
+                let f = features(s);
+                [1.0, f[0], f[1]]
+            });
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
         FitMethod::Isotonic
@@ -250,4 +184,14 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
 /// (`np.clip(p, eps, 1 - eps)` with numpy's float64 eps).
 pub(crate) fn beta_clip(p: f64) -> f64 {
     p.clamp(f64::EPSILON, 1.0 - f64::EPSILON)
+}
+
+/// The quadrature nodes (score, softplus weight, linear weight) with features `phi(score)`.
+fn nodes_of<const K: usize>(
+    raw: &[(f64, f64, f64)],
+    phi: impl Fn(f64) -> [f64; K],
+) -> Vec<Node<K>> {
+    raw.iter()
+        .map(|&(s, a, t)| Node { phi: phi(s), a, t })
+        .collect()
 }
