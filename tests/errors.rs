@@ -91,6 +91,26 @@ async fn bad_values_name_function_argument_and_value() {
             "SELECT popularity_propensity(5, 3)",
             "popularity_propensity: argument count must be in [0, max_count = 3], got 5",
         ),
+        (
+            "SELECT fit_bbq(1.5, 1)",
+            "fit_bbq: argument p must be in [0, 1], got 1.5",
+        ),
+        (
+            "SELECT mvce(1.5, 1, 7)",
+            "mvce: argument p must be in [0, 1], got 1.5",
+        ),
+        (
+            "SELECT mvce(0.5, 2, 7)",
+            "mvce: argument y must be 0 or 1, got 2",
+        ),
+        (
+            "SELECT multi_field_rce(CAST('NaN' AS DOUBLE), 1, 'a', 'b')",
+            "multi_field_rce: argument p must be in [0, 1], got NaN",
+        ),
+        (
+            "SELECT fit_ilps(0.5, 1, 10, 0.0)",
+            "fit_ilps: argument propensity must be in (0, 1], got 0",
+        ),
     ];
     for (sql, want) in cases {
         let got = error_of(sql).await;
@@ -119,6 +139,12 @@ async fn bad_calls_are_planning_errors_that_show_the_signature() {
         (format!("SELECT auc(p, f) FROM {T}"), "auc: argument y must be a Boolean or numeric 0/1 column, got type Utf8"),
         (format!("SELECT sigmoid(f) FROM {T}"), "sigmoid: argument x must be numeric, got type Utf8"),
         (format!("SELECT wilson_z(p, p) FROM {T}"), "wilson_z: takes 3 arguments, got 2; the signature is wilson_z(p_hat, pos_rate, n)"),
+        (format!("SELECT mvce(p, y, f, 0) FROM {T}"), "mvce: argument n_bins must be an integer in [1, 10000], got 0"),
+        (format!("SELECT mvce(p, y, f, 15, 1001) FROM {T}"), "mvce: argument rounds must be an integer in [1, 1000], got 1001"),
+        (format!("SELECT multi_field_rce(p, y) FROM {T}"), "multi_field_rce: takes at least 3 arguments, got 2"),
+        (format!("SELECT multi_field_rce(p, y, f, y, -1.0) FROM {T}"), "multi_field_rce: argument eps must be finite and >= 0, got -1"),
+        (format!("SELECT fit_confcalib(p, y, f, 0) FROM {T}"), "fit_confcalib: argument n_bins must be an integer in [1, 10000], got 0"),
+        (format!("SELECT fit_histogram(p, y, 5, 'kumar') FROM {T}"), "fit_histogram: argument strategy must be 'uniform' or 'quantile', got kumar"),
     ];
     for (sql, want) in cases {
         let got = error_of(&sql).await;

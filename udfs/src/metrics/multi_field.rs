@@ -39,7 +39,7 @@ row is usable.",
     argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "field1, field2, …",
-        description = "Two or more fields: columns of any hashable type."
+        description = "One or more fields: columns of any hashable type (one field gives field_rce)."
     ),
     argument(
         name = "eps",
