@@ -2,14 +2,23 @@
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
 pub mod docs;
+pub mod errors;
 pub mod generate;
 pub mod named_args;
 pub mod plot;
 pub mod s3;
 pub mod tables;
 
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use datafusion::common::plan_datafusion_err;
 use datafusion::common::Result;
+use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParserBuilder, Statement};
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
 pub use calibsql_udfs as udfs;
 pub use s3::{register_s3, S3Options};
@@ -42,6 +51,76 @@ pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
     // Copies the runtime of a session just built: cannot fail.
     register_s3(&ctx, S3Options::default()).expect("a new session accepts S3 support");
     ctx
+}
+
+/// What a session built by [`build_context`] differs in from the default one: the settings of
+/// the CLI's `--batch-size`, `--target-partitions`, `--memory-limit` and `--s3-*` flags, and
+/// of `calibsql.connect(...)` in Python.
+#[derive(Debug, Clone, Default)]
+pub struct ContextOptions {
+    /// Rows per batch (DataFusion's default, 8192, when `None`).
+    pub batch_size: Option<usize>,
+    /// Partitions a query is split into (the number of cores when `None`).
+    pub target_partitions: Option<usize>,
+    /// Bytes of memory a query may use before it spills or fails (unbounded when `None`).
+    pub memory_limit: Option<usize>,
+    /// S3 settings over the AWS environment.
+    pub s3: S3Options,
+}
+
+/// How many of the largest memory consumers an out-of-memory error names.
+const TOP_CONSUMERS: NonZeroUsize = NonZeroUsize::new(3).unwrap();
+
+/// The session the CLI and the Python module use: [`default_config`] with `options`, every
+/// calibsql function, `s3://` locations, and `SELECT * FROM 'data/x.parquet'` (as in
+/// datafusion-cli).
+pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
+    let mut config = default_config();
+    if let Some(n) = options.batch_size {
+        config = config.with_batch_size(n);
+    }
+    if let Some(n) = options.target_partitions {
+        config = config.with_target_partitions(n);
+    }
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = options.memory_limit {
+        // Fair sharing between spilling operators (sorts, aggregations), and an error that
+        // names the largest consumers when memory runs out.
+        let pool = TrackConsumersPool::new(FairSpillPool::new(limit), TOP_CONSUMERS);
+        runtime = runtime.with_memory_pool(Arc::new(pool));
+    }
+    let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?).enable_url_table();
+    register_all(&ctx);
+    register_s3(&ctx, options.s3.clone())?;
+    Ok(ctx)
+}
+
+/// Splits `sql` into statements (respecting strings and comments) with the session's dialect.
+pub fn parse_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<Statement>> {
+    let state = ctx.state();
+    let parser_options = &state.config().options().sql_parser;
+    let dialect = dialect_from_str(parser_options.dialect).ok_or_else(|| {
+        plan_datafusion_err!(
+            "unsupported SQL dialect {} (datafusion.sql_parser.dialect)",
+            parser_options.dialect
+        )
+    })?;
+    let statements = DFParserBuilder::new(sql)
+        .with_dialect(dialect.as_ref())
+        .with_recursion_limit(parser_options.recursion_limit.get())
+        .build()?
+        .parse_statements()?;
+    Ok(statements.into())
+}
+
+/// Plans one parsed statement, after completing named arguments (see [`named_args`]). DDL
+/// and `SET` run right here (their frame has no columns); a query runs when the frame is
+/// collected or streamed.
+pub async fn plan_statement(ctx: &SessionContext, mut statement: Statement) -> Result<DataFrame> {
+    let state = ctx.state();
+    named_args::fill_skipped_arguments(&mut statement, &state)?;
+    let plan = state.statement_to_plan(statement).await?;
+    ctx.execute_logical_plan(plan).await
 }
 
 /// Plans and runs one SQL statement like [`SessionContext::sql`], after completing named

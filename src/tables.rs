@@ -54,6 +54,16 @@ impl TableFormat {
         }
     }
 
+    /// The format called `name` (case-insensitive): `parquet`, `csv`, `ndjson` or `json`.
+    pub fn from_name(name: &str) -> Option<TableFormat> {
+        match name.to_ascii_lowercase().as_str() {
+            "parquet" => Some(TableFormat::Parquet),
+            "csv" => Some(TableFormat::Csv),
+            "ndjson" | "json" | "jsonl" => Some(TableFormat::NdJson),
+            _ => None,
+        }
+    }
+
     /// The format of a file, judged by its extension (case-insensitive); a compression
     /// suffix (`.gz`, `.bz2`, `.xz`, `.zst`) after `.csv`/`.json`/`.ndjson`/`.jsonl` is allowed.
     ///

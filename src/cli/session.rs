@@ -1,20 +1,15 @@
 //! Running SQL text: building the session, splitting statements, executing and printing them.
 
 use std::io::{self, Write};
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::UInt64Type;
-use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{execute_stream, ExecutionPlan};
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::{DFParserBuilder, Statement};
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion::sql::parser::Statement;
 use futures::StreamExt;
 
 use super::options::Options;
@@ -60,20 +55,7 @@ impl Session {
 
     /// Splits `sql` into statements, respecting strings and comments.
     pub fn parse(&self, sql: &str) -> anyhow::Result<Vec<Statement>> {
-        let state = self.ctx.state();
-        let parser_options = &state.config().options().sql_parser;
-        let dialect = dialect_from_str(parser_options.dialect).with_context(|| {
-            format!(
-                "unsupported SQL dialect {} (datafusion.sql_parser.dialect)",
-                parser_options.dialect
-            )
-        })?;
-        let statements = DFParserBuilder::new(sql)
-            .with_dialect(dialect.as_ref())
-            .with_recursion_limit(parser_options.recursion_limit.get())
-            .build()?
-            .parse_statements()?;
-        Ok(statements.into())
+        Ok(calibsql::parse_statements(&self.ctx, sql)?)
     }
 
     /// Runs every statement of `sql` in order, stopping at the first error.
@@ -86,14 +68,14 @@ impl Session {
 
     /// Plans, executes and prints one statement. DDL and `SET` print nothing; `INSERT` and
     /// `COPY` report the rows written on standard error (table format only).
-    pub async fn run_statement(&mut self, mut statement: Statement) -> anyhow::Result<()> {
+    pub async fn run_statement(&mut self, statement: Statement) -> anyhow::Result<()> {
         let started = Instant::now();
-        let state = self.ctx.state();
-        calibsql::named_args::fill_skipped_arguments(&mut statement, &state)?;
-        let plan = state.statement_to_plan(statement).await?;
-        let writes = matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_));
         // Runs DDL (CREATE, DROP, SET, …) right here; those return an empty schema.
-        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let frame = calibsql::plan_statement(&self.ctx, statement).await?;
+        let writes = matches!(
+            frame.logical_plan(),
+            LogicalPlan::Dml(_) | LogicalPlan::Copy(_)
+        );
         if frame.schema().fields().is_empty() {
             return Ok(());
         }
@@ -161,29 +143,12 @@ fn rows(n: usize) -> String {
     }
 }
 
-/// How many of the largest memory consumers an out-of-memory error names.
-const TOP_CONSUMERS: NonZeroUsize = NonZeroUsize::new(3).unwrap();
-
 /// The DataFusion session for `options`, with every calibsql function registered.
 pub fn build_context(options: &Options) -> anyhow::Result<SessionContext> {
-    let mut config = calibsql::default_config();
-    if let Some(n) = options.batch_size {
-        config = config.with_batch_size(n);
-    }
-    if let Some(n) = options.target_partitions {
-        config = config.with_target_partitions(n);
-    }
-    let mut runtime = RuntimeEnvBuilder::new();
-    if let Some(limit) = options.memory_limit {
-        // Fair sharing between spilling operators (sorts, aggregations), and an error that
-        // names the largest consumers when memory runs out.
-        let pool = TrackConsumersPool::new(FairSpillPool::new(limit), TOP_CONSUMERS);
-        runtime = runtime.with_memory_pool(Arc::new(pool));
-    }
-    // `SELECT * FROM 'data/x.parquet'` works, as in datafusion-cli.
-    let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?).enable_url_table();
-    calibsql::register_all(&ctx);
-    // s3:// locations, with the --s3-* flags over the AWS environment.
-    calibsql::register_s3(&ctx, options.s3.clone())?;
-    Ok(ctx)
+    Ok(calibsql::build_context(&calibsql::ContextOptions {
+        batch_size: options.batch_size,
+        target_partitions: options.target_partitions,
+        memory_limit: options.memory_limit,
+        s3: options.s3.clone(),
+    })?)
 }

@@ -35,6 +35,18 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// The names [`Strategy::from_name`] accepts.
+    pub const NAMES: [&'static str; 2] = ["uniform", "quantile"];
+
+    /// The strategy whose SQL literal is `name`.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        match name {
+            "uniform" => Some(Strategy::Uniform),
+            "quantile" => Some(Strategy::Quantile),
+            _ => None,
+        }
+    }
+
     /// The SQL literal.
     pub fn sql(self) -> &'static str {
         match self {
