@@ -230,6 +230,24 @@ impl CalibScalar {
     }
 }
 
+/// The value every row of `array` holds, or `None` if the rows differ. `array` is a
+/// coerced (Float64) argument and is not empty.
+fn constant_of(array: &ArrayRef) -> Result<Option<ScalarValue>> {
+    let first = ScalarValue::try_from_array(array, 0)?;
+    let same = match array.as_any().downcast_ref::<Float64Array>() {
+        Some(values) if values.null_count() == 0 => {
+            let bits = values.value(0).to_bits();
+            values.values().iter().all(|v| v.to_bits() == bits)
+        }
+        Some(values) => values.null_count() == values.len(),
+        None => false,
+    };
+    Ok(same.then_some(first))
+}
+
+/// Metadata key of the return field: the constant-only arguments were literals at planning.
+const LITERALS_CHECKED: &str = "calibsql.literal_arguments_checked";
+
 /// A constant-only argument: position, name, rule in words, check.
 type LiteralArg = (usize, &'static str, &'static str, fn(f64) -> bool);
 
@@ -287,14 +305,53 @@ impl ScalarUDFImpl for CalibScalar {
             .iter()
             .map(|f| f.data_type().clone())
             .collect();
-        Ok(Arc::new(Field::new(func, self.return_type(&types)?, true)))
+        let field = Field::new(func, self.return_type(&types)?, true);
+        // Every constant-only argument given is a literal: say so to `invoke_with_args`,
+        // which across the FFI sees those literals as arrays (see there).
+        let literals_checked = !self.literal_args().is_empty()
+            && self
+                .literal_args()
+                .iter()
+                .filter(|&&(i, ..)| i < args.arg_fields.len())
+                .all(|&(i, ..)| args.scalar_arguments.get(i).copied().flatten().is_some());
+        Ok(Arc::new(if literals_checked {
+            field.with_metadata(
+                [(LITERALS_CHECKED.to_string(), "true".to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+        } else {
+            field
+        }))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let func = self.shape().name;
-        for &(i, arg, _, _) in self.literal_args() {
-            if matches!(args.args.get(i), Some(ColumnarValue::Array(_))) {
-                return plan_err!("{func}: argument {arg} must be a constant");
+        // A constant-only argument arrives as a scalar here, except across the FFI
+        // (datafusion-python), where every argument is an array. Planning marked the return
+        // field when those arguments were literals (and checked their values): then an array
+        // holding one repeated value is that literal. Without the mark, an array is a column.
+        let literals_checked = args.return_field.metadata().contains_key(LITERALS_CHECKED);
+        let mut args = args;
+        for &(i, arg, rule, ok) in self.literal_args() {
+            if let Some(ColumnarValue::Array(array)) = args.args.get(i) {
+                if !literals_checked {
+                    return plan_err!("{func}: argument {arg} must be a constant");
+                }
+                if array.is_empty() {
+                    continue;
+                }
+                let Some(value) = constant_of(array)? else {
+                    return plan_err!("{func}: argument {arg} must be a constant");
+                };
+                if value.is_null() {
+                    return plan_err!("{func}: argument {arg} must be a constant, got NULL");
+                }
+                let x = literal_f64(func, arg, &value)?;
+                if !ok(x) {
+                    return plan_err!("{func}: argument {arg} must be {rule}, got {value}");
+                }
+                args.args[i] = ColumnarValue::Scalar(value);
             }
         }
         let all_scalar = args
