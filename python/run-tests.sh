@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The Python tests: build the extension module with the rest of the workspace (same cargo
+# profile and feature set as `cargo test --workspace`, so DataFusion is built once), put it
+# where Python imports it, make a venv with the test dependencies, run pytest.
+#
+#   bash python/run-tests.sh [pytest arguments]
+#
+# CARGO_TARGET_DIR is honoured; the venv is $CALIBSQL_VENV (default ~/.cache/calibsql/venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+venv="${CALIBSQL_VENV:-$HOME/.cache/calibsql/venv}"
+
+# --lib builds the cdylib; --tests puts dev-dependencies into the feature resolution, as
+# `cargo test --workspace` does, so this reuses (or prepares) the test build's DataFusion.
+cargo build --workspace --lib --bins --tests
+cp "$target/debug/lib_calibsql.so" python/calibsql/_calibsql.abi3.so
+
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  pytest numpy pyarrow pandas polars 'datafusion>=55,<56'
+
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export CALIBSQL_BIN="$target/debug/calibsql"
+status=0
+"$venv/bin/python" -m pytest python/tests -q "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no test in python/tests: that is a failure here" >&2
+  exit 1
+fi
+exit "$status"

@@ -1,0 +1,421 @@
+//! `calibsql._calibsql`: the native part of the Python package `calibsql`.
+//!
+//! Two things live here:
+//! - the bundled engine: [`Connection`] (a calibsql session, as the CLI builds it) and
+//!   [`QueryResult`] (a result set that leaves by the Arrow C stream interface);
+//! - the datafusion-python route: one datafusion-ffi capsule per calibsql function
+//!   ([`ffi_scalar_udfs`], [`ffi_aggregate_udfs`]), which `calibsql.datafusion.register_all`
+//!   hands to a user's own `datafusion.SessionContext`.
+//!
+//! The Python-facing API (docstrings, pandas/polars conversions) is in `python/calibsql/`;
+//! this module stays small and typed.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arrow::array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
+use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
+use arrow::pyarrow::{FromPyArrow, ToPyArrow};
+use arrow::util::pretty::pretty_format_batches;
+use datafusion::datasource::MemTable;
+use datafusion::error::DataFusionError;
+use datafusion::prelude::SessionContext;
+use datafusion_ffi::udaf::FFI_AggregateUDF;
+use datafusion_ffi::udf::FFI_ScalarUDF;
+use futures::FutureExt;
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+create_exception!(
+    _calibsql,
+    Error,
+    PyValueError,
+    "An error calibsql reports: bad SQL, a bad argument value (`ece` of p = 1.7), a missing \
+     file or table. The message is the CLI's `Error:` line without its prefix."
+);
+
+/// The DataFusion release the engine and the FFI capsules are built on.
+const DATAFUSION_VERSION: &str = "55.2.0";
+
+/// One runtime for every connection: queries run on its worker threads while the calling
+/// Python thread waits with the GIL released.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .thread_name("calibsql")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime can be built")
+    })
+}
+
+/// Why a wait ended without a value.
+enum Stopped {
+    /// The query failed: its one-line message.
+    Failed(String),
+    /// A Python signal handler raised (Ctrl-C: `KeyboardInterrupt`).
+    Interrupted(PyErr),
+}
+
+/// Runs `work` on the runtime with the GIL released, checking for Python signals every
+/// 100 ms. On Ctrl-C the future is dropped, which cancels the query (DataFusion stops its
+/// tasks when their stream is dropped), and `KeyboardInterrupt` is raised. A panic becomes a
+/// [`Error`] naming it as an internal error, never a crash of the interpreter.
+fn wait<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send,
+    F: Future<Output = anyhow::Result<T>> + Send,
+{
+    let outcome = py.detach(|| {
+        runtime().block_on(async {
+            let work = AssertUnwindSafe(work).catch_unwind();
+            tokio::pin!(work);
+            loop {
+                tokio::select! {
+                    done = &mut work => return match done {
+                        Ok(Ok(value)) => Ok(value),
+                        Ok(Err(error)) => Err(Stopped::Failed(calibsql::errors::message(&error))),
+                        Err(panic) => Err(Stopped::Failed(format!(
+                            "internal error: {}",
+                            panic_text(panic.as_ref())
+                        ))),
+                    },
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                        if let Err(error) = Python::attach(|py| py.check_signals()) {
+                            return Err(Stopped::Interrupted(error));
+                        }
+                    }
+                }
+            }
+        })
+    });
+    match outcome {
+        Ok(value) => Ok(value),
+        Err(Stopped::Failed(message)) => Err(Error::new_err(message)),
+        Err(Stopped::Interrupted(error)) => Err(error),
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+fn datafusion_error(error: DataFusionError) -> PyErr {
+    Error::new_err(calibsql::errors::datafusion_message(&error))
+}
+
+/// A calibsql session: every calibsql function, tables from paths, globs, `s3://` URLs and
+/// Arrow data, S3 credentials from the AWS environment.
+#[pyclass(module = "calibsql._calibsql", frozen)]
+struct Connection {
+    ctx: SessionContext,
+}
+
+#[pymethods]
+impl Connection {
+    #[new]
+    #[pyo3(signature = (*, memory_limit=None, target_partitions=None, batch_size=None))]
+    fn new(
+        memory_limit: Option<usize>,
+        target_partitions: Option<usize>,
+        batch_size: Option<usize>,
+    ) -> PyResult<Self> {
+        if target_partitions == Some(0) {
+            return Err(Error::new_err(
+                "connect: target_partitions must be >= 1, got 0",
+            ));
+        }
+        if batch_size == Some(0) {
+            return Err(Error::new_err("connect: batch_size must be >= 1, got 0"));
+        }
+        let ctx = calibsql::build_context(&calibsql::ContextOptions {
+            batch_size,
+            target_partitions,
+            memory_limit,
+            s3: Default::default(),
+        })
+        .map_err(datafusion_error)?;
+        Ok(Connection { ctx })
+    }
+
+    /// Registers a file, directory, glob or `s3://` location as table `name`.
+    #[pyo3(signature = (name, location, format=None))]
+    fn register_location(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        location: &str,
+        format: Option<&str>,
+    ) -> PyResult<()> {
+        let format = match format {
+            None => None,
+            Some(text) => Some(calibsql::tables::TableFormat::from_name(text).ok_or_else(
+                || {
+                    Error::new_err(format!(
+                        "register: format must be one of parquet, csv, json (ndjson), got '{text}'"
+                    ))
+                },
+            )?),
+        };
+        let ctx = self.ctx.clone();
+        let (name, location) = (name.to_string(), location.to_string());
+        wait(py, async move {
+            calibsql::tables::register_table(&ctx, &name, &location, format).await?;
+            Ok(())
+        })
+    }
+
+    /// Registers Arrow data (any object with `__arrow_c_stream__`: a pyarrow Table or
+    /// RecordBatchReader, a polars or pandas DataFrame) as in-memory table `name`. The
+    /// stream is read once, in Arrow's C layout: no Python row is made.
+    fn register_arrow(&self, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let reader = ArrowArrayStreamReader::from_pyarrow_bound(data)
+            .map_err(|e| Error::new_err(format!("register {name}: not Arrow data: {e}")))?;
+        let schema = reader.schema();
+        let batches: Vec<RecordBatch> = reader
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::new_err(format!("register {name}: {e}")))?;
+        // One partition per core, so a query over a large frame runs in parallel.
+        let partitions = self.ctx.state().config().target_partitions().max(1);
+        let mut split: Vec<Vec<RecordBatch>> =
+            vec![Vec::new(); partitions.min(batches.len().max(1))];
+        let n = split.len();
+        for (i, batch) in batches.into_iter().enumerate() {
+            split[i % n].push(batch);
+        }
+        let table = MemTable::try_new(schema, split).map_err(datafusion_error)?;
+        if self.ctx.table_exist(name).map_err(datafusion_error)? {
+            return Err(Error::new_err(format!("table '{name}' already exists")));
+        }
+        self.ctx
+            .register_table(name, Arc::new(table))
+            .map_err(datafusion_error)?;
+        Ok(())
+    }
+
+    /// Drops table `name` (no error if it does not exist).
+    fn deregister(&self, name: &str) -> PyResult<()> {
+        self.ctx.deregister_table(name).map_err(datafusion_error)?;
+        Ok(())
+    }
+
+    /// Names of the tables of the default schema, sorted.
+    fn tables(&self) -> PyResult<Vec<String>> {
+        let mut names: Vec<String> = self
+            .ctx
+            .catalog("datafusion")
+            .and_then(|c| c.schema("public"))
+            .map(|s| s.table_names())
+            .unwrap_or_default();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Runs every statement of `sql` in order and returns the result of the last.
+    fn sql(&self, py: Python<'_>, sql: &str) -> PyResult<QueryResult> {
+        let ctx = self.ctx.clone();
+        let sql = sql.to_string();
+        wait(py, async move {
+            let statements = calibsql::parse_statements(&ctx, &sql)?;
+            let Some(count) = std::num::NonZeroUsize::new(statements.len()) else {
+                anyhow::bail!("no SQL statement to run");
+            };
+            let mut result = None;
+            for (i, statement) in statements.into_iter().enumerate() {
+                let frame = calibsql::plan_statement(&ctx, statement).await?;
+                let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+                let batches = frame.collect().await?;
+                if i + 1 == count.get() {
+                    result = Some(QueryResult { schema, batches });
+                }
+            }
+            Ok(result.expect("the last statement sets the result"))
+        })
+    }
+
+    /// The reliability diagram of the query's `p`, `y` (and optional `series`) columns as
+    /// SVG text.
+    #[pyo3(signature = (sql, bins=15, strategy="uniform", title=None))]
+    fn reliability_svg(
+        &self,
+        py: Python<'_>,
+        sql: &str,
+        bins: u32,
+        strategy: &str,
+        title: Option<String>,
+    ) -> PyResult<String> {
+        let strategy = calibsql::plot::Strategy::from_name(strategy).ok_or_else(|| {
+            Error::new_err(format!(
+                "plot_reliability: strategy must be one of {}, got '{strategy}'",
+                calibsql::plot::Strategy::NAMES.join(", ")
+            ))
+        })?;
+        if bins == 0 {
+            return Err(Error::new_err("plot_reliability: bins must be >= 1, got 0"));
+        }
+        let ctx = self.ctx.clone();
+        let sql = sql.to_string();
+        wait(py, async move {
+            let panels = calibsql::plot::reliability_panels(&ctx, &sql, bins, strategy).await?;
+            calibsql::plot::reliability_svg(&panels, title.as_deref(), strategy)
+        })
+    }
+}
+
+/// A query's result: its schema and record batches, held in Arrow memory.
+#[pyclass(module = "calibsql._calibsql", name = "Result", frozen)]
+struct QueryResult {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+}
+
+#[pymethods]
+impl QueryResult {
+    /// The Arrow PyCapsule stream interface: `pa.table(result)`, `pl.DataFrame(result)`.
+    /// `requested_schema` is accepted and ignored (the columns keep their types).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        let reader = RecordBatchIterator::new(
+            self.batches.clone().into_iter().map(Ok),
+            Arc::clone(&self.schema),
+        );
+        let stream = FFI_ArrowArrayStream::new(Box::new(reader));
+        // The consumer moves the stream out (and clears its release callback); an unused
+        // capsule releases it when dropped.
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
+    }
+
+    /// The schema as a `pyarrow.Schema`.
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.schema.as_ref().to_pyarrow(py)
+    }
+
+    #[getter]
+    fn num_rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+
+    #[getter]
+    fn column_names(&self) -> Vec<String> {
+        self.schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.num_rows()
+    }
+
+    /// The first `max_rows` rows as a text table, as the CLI prints them.
+    #[pyo3(signature = (max_rows=20))]
+    fn format(&self, max_rows: usize) -> PyResult<String> {
+        let mut shown = Vec::new();
+        let mut left = max_rows;
+        for batch in &self.batches {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(batch.num_rows());
+            shown.push(batch.slice(0, take));
+            left -= take;
+        }
+        if shown.is_empty() {
+            shown.push(RecordBatch::new_empty(Arc::clone(&self.schema)));
+        }
+        let mut text = pretty_format_batches(&shown)
+            .map_err(|e| Error::new_err(e.to_string()))?
+            .to_string();
+        let total = self.num_rows();
+        if total > max_rows {
+            text.push_str(&format!("\n{max_rows} of {total} rows shown"));
+        }
+        Ok(text)
+    }
+}
+
+/// Wraps an `Arc<T>` UDF for the FFI: the capsule datafusion-python's `udf()`/`udaf()` take.
+fn ffi_capsules<'py, U, F>(
+    py: Python<'py>,
+    functions: Vec<Arc<U>>,
+    name: &'static std::ffi::CStr,
+    to_ffi: impl Fn(Arc<U>) -> F,
+) -> PyResult<Vec<(String, Bound<'py, PyCapsule>)>>
+where
+    F: Send + 'static,
+    U: Named,
+{
+    functions
+        .into_iter()
+        .map(|f| {
+            let fname = f.function_name().to_string();
+            Ok((fname, PyCapsule::new_with_value(py, to_ffi(f), name)?))
+        })
+        .collect()
+}
+
+trait Named {
+    fn function_name(&self) -> &str;
+}
+impl Named for datafusion::logical_expr::ScalarUDF {
+    fn function_name(&self) -> &str {
+        self.name()
+    }
+}
+impl Named for datafusion::logical_expr::AggregateUDF {
+    fn function_name(&self) -> &str {
+        self.name()
+    }
+}
+
+/// `(name, capsule)` for every calibsql scalar function, as `FFI_ScalarUDF`s.
+#[pyfunction]
+fn ffi_scalar_udfs(py: Python<'_>) -> PyResult<Vec<(String, Bound<'_, PyCapsule>)>> {
+    ffi_capsules(
+        py,
+        calibsql_udfs::all_scalar_functions(),
+        c"datafusion_scalar_udf",
+        FFI_ScalarUDF::from,
+    )
+}
+
+/// `(name, capsule)` for every calibsql aggregate function, as `FFI_AggregateUDF`s.
+#[pyfunction]
+fn ffi_aggregate_udfs(py: Python<'_>) -> PyResult<Vec<(String, Bound<'_, PyCapsule>)>> {
+    ffi_capsules(
+        py,
+        calibsql_udfs::all_aggregate_functions(),
+        c"datafusion_aggregate_udf",
+        FFI_AggregateUDF::from,
+    )
+}
+
+#[pymodule]
+fn _calibsql(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("Error", m.py().get_type::<Error>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DATAFUSION_VERSION", DATAFUSION_VERSION)?;
+    m.add("FFI_MAJOR_VERSION", datafusion_ffi::version())?;
+    m.add_class::<Connection>()?;
+    m.add_class::<QueryResult>()?;
+    m.add_function(wrap_pyfunction!(ffi_scalar_udfs, m)?)?;
+    m.add_function(wrap_pyfunction!(ffi_aggregate_udfs, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,113 @@
+"""Bad input raises calibsql.Error with the CLI's one-line message; nothing crashes."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pyarrow as pa
+import pytest
+
+import calibsql
+import calibsql.datafusion
+
+
+def test_error_is_a_value_error():
+    assert issubclass(calibsql.Error, ValueError)
+
+
+def test_bad_value_raises_with_the_cli_message(binary):
+    con = calibsql.connect()
+    con.register("t", pa.table({"p": [0.2, 1.7], "y": [0, 1]}))
+    with pytest.raises(calibsql.Error) as raised:
+        con.sql("SELECT ece(p, y) FROM t")
+    message = str(raised.value)
+    assert "ece: argument p must be in [0, 1], got 1.7" in message
+    assert "\n" not in message
+
+    # The CLI prints the same text after "Error: ".
+    cli = subprocess.run(
+        [str(binary), "-c", "SELECT ece(p, y) FROM (VALUES (0.2, 0), (1.7, 1)) AS t(p, y)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 1
+    assert cli.stderr.strip() == f"Error: {message}"
+
+
+def test_bad_value_through_datafusion_python():
+    import datafusion
+
+    ctx = datafusion.SessionContext()
+    calibsql.datafusion.register_all(ctx)
+    ctx.from_arrow(pa.table({"p": [0.2, 1.7], "y": [0, 1]}), name="t")
+    with pytest.raises(Exception, match=r"ece: argument p must be in \[0, 1\], got 1.7"):
+        ctx.sql("SELECT ece(p, y) FROM t").collect()
+    with pytest.raises(Exception, match="argument lambda must be finite and >= 0, got -1"):
+        ctx.sql("SELECT confcalib_multiplier(p, 0.3, 10.0, -1) FROM t").collect()
+    with pytest.raises(Exception, match="argument lambda must be a constant"):
+        ctx.sql("SELECT confcalib_multiplier(p, 0.3, 10.0, p) FROM t").collect()
+
+
+def test_missing_file_raises():
+    con = calibsql.connect()
+    with pytest.raises(calibsql.Error, match="no such file or directory: /no/such/dir/x.parquet"):
+        con.register("t", "/no/such/dir/x.parquet")
+    with pytest.raises(calibsql.Error, match="No files found|no such file|not found"):
+        con.sql("SELECT * FROM '/no/such/dir/y.parquet'")
+
+
+def test_bad_sql_and_unknown_things():
+    con = calibsql.connect()
+    with pytest.raises(calibsql.Error, match="SQL error"):
+        con.sql("SELEC 1")
+    with pytest.raises(calibsql.Error, match="table 'nope' not found|nope"):
+        con.sql("SELECT * FROM nope")
+    with pytest.raises(calibsql.Error, match="no SQL statement"):
+        con.sql("  -- nothing\n")
+    with pytest.raises(calibsql.Error, match="format must be one of"):
+        con.register("t", "x.parquet", format="xlsx")
+    with pytest.raises(calibsql.Error, match="expected a path, URL or data frame"):
+        con.register("t", 42)
+    con.register("t", pa.table({"a": [1]}))
+    with pytest.raises(calibsql.Error, match="table 't' already exists"):
+        con.register("t", pa.table({"a": [1]}))
+    with pytest.raises(calibsql.Error, match="strategy must be one of uniform, quantile"):
+        con.plot_reliability("SELECT 0.5 AS p, 1 AS y", strategy="nope")
+    with pytest.raises(calibsql.Error, match="must return columns p and y"):
+        con.plot_reliability("SELECT 1 AS a")
+
+
+def test_bad_connect_arguments():
+    with pytest.raises(calibsql.Error, match="target_partitions must be >= 1"):
+        calibsql.connect(target_partitions=0)
+    with pytest.raises(calibsql.Error, match="memory_limit must be a size"):
+        calibsql.connect(memory_limit="lots")
+    with pytest.raises(calibsql.Error, match="memory_limit must be > 0"):
+        calibsql.connect(memory_limit=-5)
+
+
+def test_memory_limit_is_enforced():
+    con = calibsql.connect(memory_limit="1M", target_partitions=1)
+    with pytest.raises(calibsql.Error, match="Resources exhausted.*hint"):
+        con.sql("SELECT auc(CAST(v AS DOUBLE) / 1e6, v % 2) FROM generate_series(1, 2000000) AS t(v)")
+
+
+def test_wrong_datafusion_major_is_refused(monkeypatch):
+    # The check's input is patched; installing another datafusion is not needed.
+    with pytest.raises(calibsql.Error) as raised:
+        calibsql.datafusion.check_datafusion_version("54.1.0")
+    assert "version 54.1.0" in str(raised.value) and "DataFusion 55.2.0" in str(raised.value)
+    calibsql.datafusion.check_datafusion_version("55.0.0")
+    calibsql.datafusion.check_datafusion_version("55.7.1")
+
+    import datafusion
+
+    monkeypatch.setattr(datafusion, "__version__", "56.0.0")
+    with pytest.raises(calibsql.Error, match="version 56.0.0.*datafusion 55.x"):
+        calibsql.datafusion.register_all(datafusion.SessionContext())
+
+
+def test_register_all_wants_a_session_context():
+    with pytest.raises(calibsql.Error, match="expected a datafusion.SessionContext, got dict"):
+        calibsql.datafusion.register_all({})
