@@ -7,6 +7,7 @@ pub mod generate;
 pub mod named_args;
 pub mod plot;
 pub mod s3;
+pub mod settings;
 pub mod tables;
 
 use std::num::NonZeroUsize;
@@ -23,8 +24,10 @@ use datafusion::sql::sqlparser::dialect::dialect_from_str;
 pub use calibsql_udfs as udfs;
 pub use s3::{register_s3, S3Options};
 
-/// Registers every calibsql function (scalars and aggregates) on `ctx`.
+/// Registers every calibsql function (scalars and aggregates) on `ctx`, and the rule that
+/// applies calibsql's settings ([`settings`]) to its plans.
 pub fn register_all(ctx: &SessionContext) {
+    ctx.add_analyzer_rule(Arc::new(settings::ApplySettings));
     for f in udfs::all_scalar_functions() {
         ctx.register_udf(f.as_ref().clone());
     }
@@ -33,9 +36,23 @@ pub fn register_all(ctx: &SessionContext) {
     }
 }
 
-/// The session configuration calibsql uses: information_schema on (for `SHOW FUNCTIONS`).
+/// The session configuration calibsql uses: information_schema on (for `SHOW FUNCTIONS`)
+/// and calibsql's settings (`SET calibsql.…`, see [`settings`]).
 pub fn default_config() -> SessionConfig {
-    SessionConfig::new().with_information_schema(true)
+    with_calibsql_settings(SessionConfig::new().with_information_schema(true))
+}
+
+/// `config` with calibsql's settings at their defaults, unless it has them already.
+fn with_calibsql_settings(config: SessionConfig) -> SessionConfig {
+    if config
+        .options()
+        .extensions
+        .get::<settings::CalibsqlOptions>()
+        .is_some()
+    {
+        return config;
+    }
+    config.with_option_extension(settings::CalibsqlOptions::default())
 }
 
 /// A new session with the default configuration and every calibsql function registered.
@@ -46,7 +63,7 @@ pub fn new_context() -> SessionContext {
 /// A new session with `config`, every calibsql function registered and `s3://` locations
 /// read with the credentials of the AWS environment (see [`register_s3`] to set others).
 pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = SessionContext::new_with_config(with_calibsql_settings(config));
     register_all(&ctx);
     // Copies the runtime of a session just built: cannot fail.
     register_s3(&ctx, S3Options::default()).expect("a new session accepts S3 support");

@@ -379,11 +379,32 @@ pub(crate) trait KernelAggregate: datafusion_expr::AggregateUDFImpl {
     /// Whether its partial states can be subtracted (every number a sum): `F_merge` over a
     /// sliding window frame.
     fn states_retractable(&self) -> bool;
+    /// This aggregate keeping `cap` distinct scores exactly per group, if it is a fit whose
+    /// cap is a setting (see [`crate::with_exact_cap`]).
+    fn with_exact_cap(&self, _cap: usize) -> Option<std::sync::Arc<dyn KernelAggregate>> {
+        None
+    }
 }
 
-/// Implements [`KernelAggregate`] for a type with `shape()` and `kernel()`.
+/// Implements [`KernelAggregate`] for a type with `shape()` and `kernel()`; with `capped`,
+/// also for its `capped(cap)` (a fit whose exact cap is a setting).
 macro_rules! kernel_aggregate {
     ($t:ty, $retractable:expr) => {
+        $crate::kernel::kernel_aggregate!($t, $retractable, {});
+    };
+    ($t:ty, $retractable:expr, capped) => {
+        $crate::kernel::kernel_aggregate!($t, $retractable, {
+            fn with_exact_cap(
+                &self,
+                cap: usize,
+            ) -> Option<std::sync::Arc<dyn $crate::kernel::KernelAggregate>> {
+                self.capped(cap).map(|f| {
+                    std::sync::Arc::new(f) as std::sync::Arc<dyn $crate::kernel::KernelAggregate>
+                })
+            }
+        });
+    };
+    ($t:ty, $retractable:expr, { $($extra:tt)* }) => {
         impl $crate::kernel::KernelAggregate for $t {
             fn call_shape(&self) -> $crate::common::CallShape {
                 self.shape()
@@ -397,6 +418,7 @@ macro_rules! kernel_aggregate {
             fn states_retractable(&self) -> bool {
                 $retractable
             }
+            $($extra)*
         }
     };
 }

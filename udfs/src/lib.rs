@@ -78,6 +78,24 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     .collect()
 }
 
+/// `udaf` keeping `cap` distinct scores exactly per group before pooling them into grid
+/// cells, if it is one of the fits whose cap is a setting — `fit_isotonic`, `fit_histogram`,
+/// `fit_bbq`, `fit_confcalib` and their `_state` / `_merge` forms; `None` for any other
+/// function. (DataFusion hands an aggregate no session settings, so the calibsql engine
+/// applies `SET calibsql.fit_exact_cap` by swapping the function in the plan with this.)
+pub fn with_exact_cap(udaf: &AggregateUDF, cap: usize) -> Option<AggregateUDF> {
+    let inner = udaf.inner();
+    let capped: Arc<dyn datafusion_expr::AggregateUDFImpl> =
+        if let Some(f) = inner.downcast_ref::<Fit>() {
+            Arc::new(f.capped(cap)?)
+        } else if let Some(f) = inner.downcast_ref::<fit::FieldFit>() {
+            Arc::new(f.capped(cap)?)
+        } else {
+            state::capped_wrapper(inner.as_ref(), cap)?
+        };
+    Some(AggregateUDF::new_from_shared_impl(capped))
+}
+
 /// Every scalar function of this crate.
 pub fn all_scalar_functions() -> Vec<Arc<ScalarUDF>> {
     [

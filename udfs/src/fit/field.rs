@@ -125,6 +125,8 @@ struct FitFieldCalibDoc;
 pub struct FieldFit {
     method: FitMethod,
     signature: Signature,
+    /// Distinct scores kept exactly per (group, field value); `None`: the method's default.
+    exact_cap: Option<usize>,
 }
 
 impl FieldFit {
@@ -132,9 +134,19 @@ impl FieldFit {
         let mut f = Self {
             method,
             signature: Signature::user_defined(Volatility::Immutable),
+            exact_cap: None,
         };
         f.signature = f.shape().signature();
         f
+    }
+
+    /// This fit with `cap` distinct scores kept exactly, if its cap is a setting.
+    pub(crate) fn capped(&self, cap: usize) -> Option<Self> {
+        self.method.cap_is_a_setting().then(|| Self {
+            method: self.method,
+            signature: self.signature.clone(),
+            exact_cap: Some(cap),
+        })
     }
 
     fn shape(&self) -> CallShape {
@@ -173,13 +185,16 @@ impl FieldFit {
             method: self.method,
             bins,
             lambda,
-            inner: FitKernel::for_field(self.method),
+            inner: FitKernel::for_field(
+                self.method,
+                self.exact_cap.unwrap_or(self.method.exact_cap()),
+            ),
             keys: vec![],
         })
     }
 }
 
-kernel_aggregate!(FieldFit, false);
+kernel_aggregate!(FieldFit, false, capped);
 
 impl AggregateUDFImpl for FieldFit {
     kernel_udaf_common!();

@@ -19,6 +19,8 @@ use super::*;
 #[derive(Debug)]
 pub(super) struct FitKernel {
     pub(super) method: FitMethod,
+    /// Distinct scores kept exactly per group before the grid.
+    pub(super) cap: usize,
     pub(super) bins: usize,
     /// `fit_histogram`'s strategy is `'quantile'`.
     pub(super) quantile: bool,
@@ -99,9 +101,10 @@ impl FitKernel {
 impl FitKernel {
     /// The inner kernel of a field-aware fit: it only keeps (score, y) states per inner
     /// group and reports errors under the field-aware function's name.
-    pub(super) fn for_field(method: FitMethod) -> Self {
+    pub(super) fn for_field(method: FitMethod, cap: usize) -> Self {
         Self {
             method,
+            cap,
             bins: 0,
             quantile: false,
             prop_col: None,
@@ -116,7 +119,7 @@ impl FitKernel {
     pub(super) fn clear_group(&mut self, g: usize) {
         if let Some(st) = self.groups.get_mut(g) {
             self.bytes -= st.len_bytes();
-            *st = FitState::new(self.method.exact_cap());
+            *st = FitState::new(self.cap);
             self.bytes += st.len_bytes();
         }
     }
@@ -126,6 +129,7 @@ impl Kernel for FitKernel {
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             method: self.method,
+            cap: self.cap,
             bins: self.bins,
             quantile: self.quantile,
             prop_col: self.prop_col,
@@ -138,7 +142,7 @@ impl Kernel for FitKernel {
 
     fn resize(&mut self, n: usize) {
         if self.groups.len() < n {
-            let cap = self.method.exact_cap();
+            let cap = self.cap;
             self.groups.resize_with(n, || FitState::new(cap));
         }
     }

@@ -130,6 +130,12 @@ impl FitMethod {
         }
     }
 
+    /// Whether the session setting `calibsql.fit_exact_cap` applies (the non-parametric fits,
+    /// compared with their references point by point).
+    pub fn cap_is_a_setting(&self) -> bool {
+        self.exact_cap() == NONPARAMETRIC_EXACT_CAP
+    }
+
     /// Whether the score is a probability (checked to lie in [0, 1]).
     pub fn takes_probability(&self) -> bool {
         matches!(
@@ -309,7 +315,8 @@ struct FitGammaDoc;
     description = "Fits isotonic regression (pool-adjacent-violators) of the label on the score, kept as the points \
 `knots_x`/`knots_y`; `calibrate` interpolates linearly between them and clips outside, exactly as scikit-learn's \
 `IsotonicRegression(out_of_bounds='clip')`. With `propensity`, PAV runs on the IPS pseudo-labels y/ω and the fitted \
-values are clipped to [0, 1].",
+values are clipped to [0, 1]. Exact up to `calibsql.fit_exact_cap` distinct scores per group (a session setting, \
+default 10,000,000; docs/SEMANTICS.md says what happens past it).",
     syntax_example = "fit_isotonic(score, y [, propensity [, clip]])",
     sql_example = r#"```sql
 > SELECT m['knots_x'] AS x, m['knots_y'] AS y
@@ -469,6 +476,8 @@ struct FitBbqDoc;
 pub struct Fit {
     method: FitMethod,
     signature: Signature,
+    /// Distinct scores kept exactly per group; `None`: the method's default.
+    exact_cap: Option<usize>,
 }
 
 impl Fit {
@@ -476,9 +485,20 @@ impl Fit {
         let mut f = Self {
             method,
             signature: Signature::user_defined(Volatility::Immutable),
+            exact_cap: None,
         };
         f.signature = f.shape().signature();
         f
+    }
+
+    /// This fit with `cap` distinct scores kept exactly, if its cap is a setting (the
+    /// non-parametric fits).
+    pub(crate) fn capped(&self, cap: usize) -> Option<Self> {
+        self.method.cap_is_a_setting().then(|| Self {
+            method: self.method,
+            signature: self.signature.clone(),
+            exact_cap: Some(cap),
+        })
     }
 
     fn shape(&self) -> CallShape {
@@ -554,6 +574,7 @@ impl Fit {
         };
         Ok(FitKernel {
             method: self.method,
+            cap: self.exact_cap.unwrap_or(self.method.exact_cap()),
             bins,
             quantile,
             prop_col,
@@ -565,7 +586,7 @@ impl Fit {
     }
 }
 
-kernel_aggregate!(Fit, false);
+kernel_aggregate!(Fit, false, capped);
 
 impl AggregateUDFImpl for Fit {
     kernel_udaf_common!();

@@ -40,6 +40,22 @@ use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 /// The state format this version writes and reads.
 pub const STATE_FORMAT: i32 = 1;
 
+/// `F_state` or `F_merge` of a fit whose exact cap is a setting, with that cap.
+pub(crate) fn capped_wrapper(
+    udaf: &dyn AggregateUDFImpl,
+    cap: usize,
+) -> Option<Arc<dyn AggregateUDFImpl>> {
+    if let Some(f) = udaf.downcast_ref::<StateOf>() {
+        let inner = f.inner.with_exact_cap(cap)?;
+        return Some(Arc::new(StateOf::new(inner)));
+    }
+    if let Some(f) = udaf.downcast_ref::<MergeOf>() {
+        let inner = f.inner.with_exact_cap(cap)?;
+        return Some(Arc::new(MergeOf::new(inner)));
+    }
+    None
+}
+
 /// The `_state` and `_merge` aggregates of every aggregate whose state is bounded.
 pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
     use crate::binned::{Binned, BinnedKind};
@@ -308,12 +324,14 @@ fn section() -> DocSection {
     }
 }
 
-/// Equality and hashing by name: a wrapper is defined by the function it wraps.
+/// Equality and hashing by name: a wrapper is defined by the function it wraps (and that
+/// function's settings, e.g. a fit's exact cap, which its `Debug` text shows).
 macro_rules! identified_by_name {
     ($t:ty) => {
         impl PartialEq for $t {
             fn eq(&self, other: &Self) -> bool {
                 self.name == other.name
+                    && format!("{:?}", self.inner) == format!("{:?}", other.inner)
             }
         }
         impl Eq for $t {}
