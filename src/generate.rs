@@ -65,13 +65,43 @@ pub const POPULARITY_ZIPF: f64 = 0.6;
 /// Scale of the item popularity counts: `item_count ~ Poisson(COUNT_SCALE · popularity)`, the
 /// clicks each item received in an earlier (simulated) log.
 pub const COUNT_SCALE: f64 = 20_000.0;
-/// Exposure probability: `ω = max(popularity^EXPOSURE_POWER, EXPOSURE_FLOOR)`. The floor
-/// equals the default `clip` of the UERM fits, so IPS with the true exposure is unbiased.
+/// Exposure probability of the default (strong) scenario: `ω = max(popularity^EXPOSURE_POWER,
+/// EXPOSURE_FLOOR)`. The floor equals the default `clip` of the UERM fits, so IPS with the
+/// true exposure is unbiased.
 pub const EXPOSURE_FLOOR: f64 = 0.1;
 /// See [`EXPOSURE_FLOOR`]. The popularity estimate `popularity_propensity(item_count,
 /// max_count)` ≈ `max(popularity^0.5, 0.1)` has the right form but the wrong exponent: it is
 /// never below the truth, so IPS with it corrects the bias only in part.
 pub const EXPOSURE_POWER: f64 = 2.0 / 3.0;
+/// Exposure of the mild scenario (`--exposure mild`): `ω = max(popularity^MILD_EXPOSURE_POWER,
+/// MILD_EXPOSURE_FLOOR)`, between 0.9 and 1: one click in ten goes missing instead of nine in
+/// ten, so the calibrators' shapes, not the bias, make the differences between them (under
+/// the strong bias every bin of every naive fit under-predicts, and their ECEs are equal).
+pub const MILD_EXPOSURE_FLOOR: f64 = 0.9;
+/// See [`MILD_EXPOSURE_FLOOR`].
+pub const MILD_EXPOSURE_POWER: f64 = 1.0 / 20.0;
+
+/// How strongly the valid split's clicks are missing not at random.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Exposure {
+    /// `ω = max(popularity^(2/3), 0.1)`: about 1 click in 9 of the test split's rate survives.
+    #[default]
+    Strong,
+    /// `ω = max(popularity^(1/20), 0.9)`: about 9 clicks in 10 survive.
+    Mild,
+}
+
+impl Exposure {
+    /// The exposure probability of an item of `popularity`.
+    pub fn probability(self, popularity: f64) -> f64 {
+        match self {
+            Exposure::Strong => popularity.powf(EXPOSURE_POWER).max(EXPOSURE_FLOOR),
+            Exposure::Mild => popularity
+                .powf(MILD_EXPOSURE_POWER)
+                .max(MILD_EXPOSURE_FLOOR),
+        }
+    }
+}
 
 /// Log-odds of liking, `logit P(R = 1) = INTERCEPT + user + item + site + app + ad_type`.
 pub const INTERCEPT: f64 = -2.45;
@@ -156,6 +186,8 @@ pub struct Config {
     pub days: u32,
     /// Calibration drift injected from a day on (none by default).
     pub drift: Option<Drift>,
+    /// How strongly exposure biases the valid split's clicks.
+    pub exposure: Exposure,
 }
 
 /// Drift injected into the CTR model: from `from_day` on, its predictions are multiplied by
@@ -182,6 +214,7 @@ impl Config {
             cancel: None,
             days: DEFAULT_DAYS,
             drift: None,
+            exposure: Exposure::Strong,
         }
     }
 
@@ -255,7 +288,7 @@ pub fn generate(
             );
         }
     }
-    let mut world = World::new(config.seed);
+    let mut world = World::new(config.seed, config.exposure);
     world.timeline = Timeline {
         days: config.days,
         rows: [config.valid_rows(), config.test_rows()],
@@ -421,7 +454,7 @@ impl Timeline {
 }
 
 impl World {
-    fn new(seed: u64) -> World {
+    fn new(seed: u64, exposure: Exposure) -> World {
         let normals = |key: u64, n: usize, sd: f64| -> Vec<f64> {
             (0..n)
                 .map(|i| Rng::new(seed, key, i as u64).normal() * sd)
@@ -440,7 +473,7 @@ impl World {
             .collect();
         let item_exposure = popularity
             .iter()
-            .map(|p| p.powf(EXPOSURE_POWER).max(EXPOSURE_FLOOR))
+            .map(|&p| exposure.probability(p))
             .collect();
         let item_count: Vec<i64> = (0..ITEMS)
             .map(|i| Rng::new(seed, 13, i as u64).poisson(COUNT_SCALE * popularity[i]))
@@ -824,12 +857,14 @@ mod tests {
 
     #[test]
     fn rows_depend_only_on_seed_split_and_number() {
-        let world = World::new(5);
+        let world = World::new(5, Exposure::Strong);
         let schema = schema();
         let whole = world.batch(&schema, Split::Valid, 0, 100).unwrap();
         let tail = world.batch(&schema, Split::Valid, 60, 40).unwrap();
         assert_eq!(whole.slice(60, 40), tail);
-        let other = World::new(6).batch(&schema, Split::Valid, 60, 40).unwrap();
+        let other = World::new(6, Exposure::Strong)
+            .batch(&schema, Split::Valid, 60, 40)
+            .unwrap();
         assert_ne!(other, tail);
     }
 

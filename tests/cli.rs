@@ -795,6 +795,55 @@ fn generate_refuses_a_drift_day_past_the_log() {
 }
 
 #[test]
+fn generate_has_a_mild_exposure_scenario() {
+    let dir = TempDir::new().unwrap();
+    calibsql(dir.path())
+        .args([
+            "generate",
+            "--rows",
+            "20000",
+            "--out",
+            "g",
+            "--exposure",
+            "mild",
+            "-q",
+        ])
+        .assert()
+        .success();
+    // Exposure between 0.9 and 1 (docs/DATA.md), instead of 0.1 to 1.
+    calibsql(dir.path())
+        .args([
+            "--table",
+            "valid=g/valid",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT min(exposure) >= 0.9 AND max(exposure) <= 1.0 AS mild FROM valid",
+        ])
+        .assert()
+        .success()
+        .stdout("mild\ntrue\n");
+    let bad = calibsql(dir.path())
+        .args([
+            "generate",
+            "--rows",
+            "10",
+            "--out",
+            "g",
+            "--exposure",
+            "weak",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8(bad.stderr).unwrap();
+    assert!(
+        stderr.contains("[possible values: strong, mild]"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn distinct_is_refused_not_ignored() {
     let dir = TempDir::new().unwrap();
     assert_fails_with(

@@ -167,9 +167,21 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "F", value_parser = parse_factor, requires = "drift_day")]
     pub drift_factor: Option<Factor>,
 
+    /// How strongly the valid split's clicks are missing not at random: strong (exposure
+    /// 0.1 to 1, about 1.1% clicked) or mild (0.9 to 1, about 9% clicked); docs/DATA.md
+    #[arg(long, value_enum, value_name = "LEVEL", default_value_t = ExposureArg::Strong)]
+    pub exposure: ExposureArg,
+
     /// No progress bar or summary on standard error
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// `--exposure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExposureArg {
+    Strong,
+    Mild,
 }
 
 /// A finite positive number (`--drift-factor`).

@@ -15,6 +15,10 @@ pub fn run(args: &GenerateArgs, progress: bool) -> anyhow::Result<()> {
     let mut config = Config::new(args.rows);
     config.seed = args.seed;
     config.days = args.days;
+    config.exposure = match args.exposure {
+        super::args::ExposureArg::Strong => calibsql::generate::Exposure::Strong,
+        super::args::ExposureArg::Mild => calibsql::generate::Exposure::Mild,
+    };
     config.drift = args.drift_day.map(|from_day| Drift {
         from_day,
         factor: args.drift_factor.map_or(DEFAULT_DRIFT_FACTOR, |f| f.0),
