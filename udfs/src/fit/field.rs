@@ -129,26 +129,9 @@ pub struct FieldFit {
     exact_cap: Option<usize>,
 }
 
+super::fit_constructors!(FieldFit);
+
 impl FieldFit {
-    pub fn new(method: FitMethod) -> Self {
-        let mut f = Self {
-            method,
-            signature: Signature::user_defined(Volatility::Immutable),
-            exact_cap: None,
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    /// This fit with `cap` distinct scores kept exactly, if its cap is a setting.
-    pub(crate) fn capped(&self, cap: usize) -> Option<Self> {
-        self.method.cap_is_a_setting().then(|| Self {
-            method: self.method,
-            signature: self.signature.clone(),
-            exact_cap: Some(cap),
-        })
-    }
-
     fn shape(&self) -> CallShape {
         if self.method == FitMethod::FieldCalib {
             return CallShape {

@@ -480,27 +480,38 @@ pub struct Fit {
     exact_cap: Option<usize>,
 }
 
+/// `new(method)` and `capped(cap)` of a fitting aggregate: a struct with fields `method`,
+/// `signature` and `exact_cap`, and a `shape()`.
+macro_rules! fit_constructors {
+    ($t:ident) => {
+        impl $t {
+            pub fn new(method: FitMethod) -> Self {
+                let mut f = Self {
+                    method,
+                    signature: Signature::user_defined(Volatility::Immutable),
+                    exact_cap: None,
+                };
+                f.signature = f.shape().signature();
+                f
+            }
+
+            /// This fit with `cap` distinct scores kept exactly, if its cap is a setting (the
+            /// non-parametric fits).
+            pub(crate) fn capped(&self, cap: usize) -> Option<Self> {
+                self.method.cap_is_a_setting().then(|| Self {
+                    method: self.method,
+                    signature: self.signature.clone(),
+                    exact_cap: Some(cap),
+                })
+            }
+        }
+    };
+}
+pub(crate) use fit_constructors;
+
+fit_constructors!(Fit);
+
 impl Fit {
-    pub fn new(method: FitMethod) -> Self {
-        let mut f = Self {
-            method,
-            signature: Signature::user_defined(Volatility::Immutable),
-            exact_cap: None,
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    /// This fit with `cap` distinct scores kept exactly, if its cap is a setting (the
-    /// non-parametric fits).
-    pub(crate) fn capped(&self, cap: usize) -> Option<Self> {
-        self.method.cap_is_a_setting().then(|| Self {
-            method: self.method,
-            signature: self.signature.clone(),
-            exact_cap: Some(cap),
-        })
-    }
-
     fn shape(&self) -> CallShape {
         CallShape {
             name: self.method.function_name(),
