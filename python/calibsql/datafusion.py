@@ -66,7 +66,13 @@ def register_all(ctx: Any) -> None:
     Raises :class:`calibsql.Error` for another ``datafusion`` major version or for an
     object that is not a ``SessionContext``.
     """
-    import datafusion
+    try:
+        import datafusion
+    except ImportError:
+        raise Error(
+            "calibsql.datafusion.register_all: the datafusion package is not installed "
+            "(pip install 'datafusion>=55,<56')"
+        ) from None
 
     check_datafusion_version(getattr(datafusion, "__version__", "unknown"))
     if not isinstance(ctx, datafusion.SessionContext):

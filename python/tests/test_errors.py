@@ -111,3 +111,18 @@ def test_wrong_datafusion_major_is_refused(monkeypatch):
 def test_register_all_wants_a_session_context():
     with pytest.raises(calibsql.Error, match="expected a datafusion.SessionContext, got dict"):
         calibsql.datafusion.register_all({})
+
+
+def test_register_all_without_datafusion_says_what_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_datafusion(name, *args, **kwargs):
+        if name == "datafusion":
+            raise ImportError("No module named 'datafusion'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_datafusion)
+    with pytest.raises(calibsql.Error, match=r"pip install 'datafusion>=55,<56'"):
+        calibsql.datafusion.register_all(object())
