@@ -112,7 +112,7 @@ class Result:
     @property
     def schema(self) -> "Any":
         """The columns and their types, as a ``pyarrow.Schema``."""
-        return self._native.schema
+        return self.to_arrow().schema
 
     @property
     def columns(self) -> list[str]:

@@ -18,7 +18,6 @@ use std::time::Duration;
 use arrow::array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
 use arrow::datatypes::SchemaRef;
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use arrow::pyarrow::{FromPyArrow, ToPyArrow};
 use arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
@@ -179,7 +178,7 @@ impl Connection {
     /// RecordBatchReader, a polars or pandas DataFrame) as in-memory table `name`. The
     /// stream is read once, in Arrow's C layout: no Python row is made.
     fn register_arrow(&self, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let reader = ArrowArrayStreamReader::from_pyarrow_bound(data)
+        let reader = import_stream(data)
             .map_err(|e| Error::new_err(format!("register {name}: not Arrow data: {e}")))?;
         let schema = reader.schema();
         let batches: Vec<RecordBatch> = reader
@@ -300,12 +299,6 @@ impl QueryResult {
         PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }
 
-    /// The schema as a `pyarrow.Schema`.
-    #[getter]
-    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.schema.as_ref().to_pyarrow(py)
-    }
-
     #[getter]
     fn num_rows(&self) -> usize {
         self.batches.iter().map(RecordBatch::num_rows).sum()
@@ -349,6 +342,30 @@ impl QueryResult {
         }
         Ok(text)
     }
+}
+
+/// Reads the Arrow C stream of `data` (its `__arrow_c_stream__()` capsule).
+///
+/// Done here with arrow's C stream interface rather than arrow's `pyarrow` feature, which
+/// would make arrow — and so every DataFusion crate of the workspace — depend on PyO3 and be
+/// rebuilt whenever the Python interpreter PyO3 finds changes.
+fn import_stream(data: &Bound<'_, PyAny>) -> PyResult<ArrowArrayStreamReader> {
+    if !data.hasattr("__arrow_c_stream__")? {
+        return Err(Error::new_err(format!(
+            "{} has no __arrow_c_stream__ method",
+            data.get_type().name()?
+        )));
+    }
+    let capsule = data.call_method0("__arrow_c_stream__")?;
+    let capsule = capsule
+        .cast::<PyCapsule>()
+        .map_err(|_| Error::new_err("__arrow_c_stream__ did not return a PyCapsule"))?;
+    let pointer = capsule.pointer_checked(Some(c"arrow_array_stream"))?;
+    // SAFETY: a capsule named "arrow_array_stream" holds an ArrowArrayStream (the Arrow
+    // PyCapsule interface); `from_raw` moves it out and leaves a released (empty) stream
+    // behind, so the capsule's destructor does not release it a second time.
+    let stream = unsafe { FFI_ArrowArrayStream::from_raw(pointer.as_ptr().cast()) };
+    ArrowArrayStreamReader::try_new(stream).map_err(|e| Error::new_err(e.to_string()))
 }
 
 /// Wraps an `Arc<T>` UDF for the FFI: the capsule datafusion-python's `udf()`/`udaf()` take.
