@@ -8,6 +8,9 @@
 //! - `calib/logs/2026-11-01/part-0.parquet`, `…/2026-11-02/…`, `…/2026-12-01/…`: 1000 rows each
 //! - `calib/bad/notes.parquet`: text, not Parquet
 
+#[path = "support/s3_server.rs"]
+mod s3_server;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -16,13 +19,9 @@ use assert_cmd::Command;
 use calibsql::S3Options;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::SessionContext;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use s3s::auth::SimpleAuth;
-use s3s::service::S3ServiceBuilder;
 
 const BUCKET: &str = "calib";
 const KEY: &str = "calibsql-test-key";
@@ -72,34 +71,7 @@ fn start_server() -> Server {
     std::fs::create_dir_all(root.join(BUCKET)).unwrap();
     std::fs::create_dir_all(&local).unwrap();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let service = {
-        let mut builder = S3ServiceBuilder::new(s3s_fs::FileSystem::new(&root).unwrap());
-        builder.set_auth(SimpleAuth::from_single(KEY, SECRET));
-        builder.build()
-    };
-    runtime.spawn(async move {
-        loop {
-            let Ok((socket, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = service.clone();
-            tokio::spawn(async move {
-                let _ = ConnBuilder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(socket), service)
-                    .await;
-            });
-        }
-    });
-
+    let s3_server::S3Server { endpoint, runtime } = s3_server::start(&root, KEY, SECRET);
     runtime.block_on(write_fixtures(&local, &endpoint));
     Server {
         endpoint,
