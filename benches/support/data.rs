@@ -1,0 +1,66 @@
+//! The bench files, shared by the benches (`#[path]`-included): written once under the target
+//! directory and reused.
+#![allow(dead_code)] // each including bench uses part of it
+
+use std::path::PathBuf;
+
+/// The end-to-end bench file of `rows` rows (see [`write_data`]).
+pub fn data_path(rows: usize) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    PathBuf::from(target).join(format!("calibsql-bench/events-v3-{rows}.parquet"))
+}
+
+pub async fn write_data(path: &std::path::Path, rows: usize) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let ctx = calibsql::new_context();
+    // p: a hashed uniform probability; y = Bernoulli(p)·Bernoulli(propensity), a click that
+    // is missing not at random as in the papers (so the IPS objective is bounded); site: ~5,000
+    // values with a Zipf-like skew (the square of a uniform); score: a noisy logit of p
+    // (20M distinct values, so fits run on their bounded grid state).
+    let sql = format!(
+        "COPY (SELECT
+            p, CASE WHEN u < p AND e < 0.1 + 0.9 * s THEN 1 ELSE 0 END AS y,
+            CAST(floor(s * s * 5000) AS BIGINT) AS site,
+            0.1 + 0.9 * s AS propensity,
+            ln(p + 1e-9) - ln(1 - p + 1e-9) + 0.5 * u AS score
+          FROM (SELECT
+              ((v * 2654435761) % 1000003) / 1000003.0 AS p,
+              ((v * 40503) % 999983) / 999983.0 AS u,
+              ((v * 69069) % 1000033) / 1000033.0 AS s,
+              ((v * 7919) % 999979) / 999979.0 AS e
+            FROM (SELECT value AS v FROM generate_series(1, {rows}))))
+         TO '{}' STORED AS PARQUET",
+        path.display()
+    );
+    ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+}
+
+/// The realistic file of the speed issue: every `p`, `score` and `propensity` a distinct
+/// float64 (so Parquet cannot dictionary-encode them), `y` Int8, `site` Zipf-skewed Int64,
+/// 1M-row row groups, Snappy.
+pub fn realistic_path(rows: usize) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    PathBuf::from(target).join(format!("calibsql-bench/realistic-v1-{rows}.parquet"))
+}
+
+pub async fn write_realistic(path: &std::path::Path, rows: usize) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let ctx = calibsql::new_context();
+    // Multiplicative hashes modulo primes above 2^32: distinct for every row number below them.
+    let sql = format!(
+        "COPY (SELECT p, CAST(CASE WHEN u < p THEN 1 ELSE 0 END AS TINYINT) AS y,
+            CAST(floor(s * s * s * 5000) AS BIGINT) AS site,
+            0.1 + 0.9 * e AS propensity,
+            ln(p) - ln(1 - p) + 0.5 * u AS score
+          FROM (SELECT
+              (((v * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
+              ((v * 40503) % 999983) / 999983.0 AS u,
+              ((v * 69069) % 1000033) / 1000033.0 AS s,
+              (((v * 2246822519) % 4294967291) + 0.5) / 4294967292.0 AS e
+            FROM (SELECT value AS v FROM generate_series(1, {rows}))))
+         TO '{}' STORED AS PARQUET
+         OPTIONS ('format.max_row_group_size' '1048576', 'format.compression' 'snappy')",
+        path.display()
+    );
+    ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+}
