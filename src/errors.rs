@@ -33,7 +33,62 @@ const MEMORY_HINT: &str = "raise --memory-limit; auc, ece_debiased and 'quantile
 row (16 with a weight) per group, so filter or sample the rows, or use a fixed-edge strategy such as 'uniform' \
 or 'sklearn'; see docs/SEMANTICS.md#metrics-that-keep-rows";
 
+/// An error whose text is the whole message users see, with no kind prefix
+/// ("Execution error: …"): wrap it in `DataFusionError::External`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plain(pub String);
+
+impl std::fmt::Display for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Plain {}
+
+impl Plain {
+    /// `message` as a DataFusion error that prints as `message`.
+    pub fn error(message: impl Into<String>) -> DataFusionError {
+        DataFusionError::External(Box::new(Plain(message.into())))
+    }
+}
+
+/// The [`Plain`] error behind `error`, if any.
+fn find_plain<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Plain> {
+    let mut cause: Option<&'a (dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if let Some(found) = current.downcast_ref::<Plain>() {
+            return Some(found);
+        }
+        if let Some(DataFusionError::External(inner)) = current.downcast_ref::<DataFusionError>() {
+            if let Some(found) = inner.downcast_ref::<Plain>() {
+                return Some(found);
+            }
+        }
+        cause = current.source();
+    }
+    None
+}
+
+/// A gRPC status as Ballista passes it on (`Status { code: Internal, message: "…", metadata:
+/// … }`) → its message.
+fn grpc_status_message(text: &str) -> Option<String> {
+    let start = text.find("Status { code: ")?;
+    let rest = &text[start..];
+    let message_start = rest.find("message: \"")? + "message: \"".len();
+    let message_end = rest
+        .find("\", metadata: ")
+        .or_else(|| rest.find("\", source: "))?;
+    (message_start <= message_end).then(|| {
+        let message = rest[message_start..message_end].replace("\\\"", "\"");
+        format!("{}{message}", &text[..start])
+    })
+}
+
 fn describe_datafusion(error: &DataFusionError) -> String {
+    if let Some(plain) = find_plain(error) {
+        return plain.to_string();
+    }
     // An S3 failure deep in a query says it all (endpoint, object, what to change), without
     // DataFusion's and object_store's wrapping ("Object Store error: Generic S3 error: …").
     if let Some(s3) = crate::s3::find_error(error) {
@@ -50,7 +105,10 @@ fn describe_datafusion(error: &DataFusionError) -> String {
             }
             other => format!("SQL error: {other}"),
         },
-        other => other.to_string(),
+        other => {
+            let text = other.to_string();
+            grpc_status_message(&text).unwrap_or(text)
+        }
     }
 }
 
@@ -79,7 +137,17 @@ pub fn one_line(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{dedup_segments, one_line};
+    use super::{dedup_segments, grpc_status_message, one_line};
+
+    #[test]
+    fn grpc_statuses_lose_their_wrapping() {
+        let text = "Execution error: Status { code: InvalidArgument, message: \"Could not parse plan: \\\"x\\\"\", metadata: MetadataMap { headers: {} }, source: None }";
+        assert_eq!(
+            grpc_status_message(text).unwrap(),
+            "Execution error: Could not parse plan: \"x\""
+        );
+        assert_eq!(grpc_status_message("plain"), None);
+    }
 
     #[test]
     fn messages_fold_to_one_line() {

@@ -1,6 +1,9 @@
 //! calibsql: a DataFusion session with every calibration function registered,
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
+pub mod address;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 pub mod docs;
 pub mod errors;
 pub mod generate;
@@ -43,7 +46,7 @@ pub fn default_config() -> SessionConfig {
 }
 
 /// `config` with calibsql's settings at their defaults, unless it has them already.
-fn with_calibsql_settings(config: SessionConfig) -> SessionConfig {
+pub(crate) fn with_calibsql_settings(config: SessionConfig) -> SessionConfig {
     if config
         .options()
         .extensions

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
 use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreRegistry;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::CreateExternalTable;
 use datafusion::prelude::SessionContext;
@@ -222,17 +222,7 @@ pub fn register_s3(ctx: &SessionContext, options: S3Options) -> Result<()> {
         registry.set_options(options);
         return Ok(());
     }
-    // The object store registry is fixed when a runtime is built, so the session gets a copy
-    // of its runtime (same memory pool, disk manager and caches) whose registry knows S3 and
-    // hands every other URL to the previous registry.
-    let runtime = Arc::clone(state.runtime_env());
-    let registry = Arc::new(S3Registry::new(
-        Arc::clone(&runtime.object_store_registry),
-        options,
-    ));
-    let runtime = RuntimeEnvBuilder::from_runtime_env(&runtime)
-        .with_object_store_registry(Arc::clone(&registry) as Arc<dyn ObjectStoreRegistry>)
-        .build_arc()?;
+    let (runtime, registry) = with_s3_registry(state.runtime_env(), options)?;
     let mut new_state = SessionStateBuilder::new_from_existing(state.clone())
         .with_runtime_env(runtime)
         .build();
@@ -245,6 +235,40 @@ pub fn register_s3(ctx: &SessionContext, options: S3Options) -> Result<()> {
     }
     *state = new_state;
     Ok(())
+}
+
+/// A copy of `runtime` that reads `s3://` locations with `options` over the AWS environment:
+/// what [`register_s3`] gives a session, for processes that build runtimes themselves (the
+/// executors of a cluster, see `crate::distributed`).
+pub fn runtime_with_s3(runtime: &Arc<RuntimeEnv>, options: S3Options) -> Result<Arc<RuntimeEnv>> {
+    Ok(with_s3_registry(runtime, options)?.0)
+}
+
+fn with_s3_registry(
+    runtime: &Arc<RuntimeEnv>,
+    options: S3Options,
+) -> Result<(Arc<RuntimeEnv>, Arc<S3Registry>)> {
+    // The object store registry is fixed when a runtime is built, so this is a copy of the
+    // runtime (same memory pool, disk manager and caches) whose registry knows S3 and hands
+    // every other URL to the previous registry.
+    let registry = Arc::new(S3Registry::new(
+        Arc::clone(&runtime.object_store_registry),
+        options,
+    ));
+    let runtime = RuntimeEnvBuilder::from_runtime_env(runtime)
+        .with_object_store_registry(Arc::clone(&registry) as Arc<dyn ObjectStoreRegistry>)
+        .build_arc()?;
+    Ok((runtime, registry))
+}
+
+/// Marks a session whose tables are read by other processes (the executors of a cluster):
+/// `CREATE EXTERNAL TABLE … OPTIONS ('aws.…')` is refused there, since those options would
+/// configure this process's S3 access only, and the executors would read the table with their
+/// own settings.
+#[derive(Debug, Clone)]
+pub struct TablesReadElsewhere {
+    /// What reads the tables, and where their S3 settings are set instead (for the error).
+    pub remedy: String,
 }
 
 /// The bucket of an `s3://` URL.
@@ -778,6 +802,15 @@ impl TableProviderFactory for S3TableFactory {
             .collect();
         if aws.is_empty() {
             return self.inner.create(state, cmd).await;
+        }
+        if let Some(elsewhere) = state.config().get_extension::<TablesReadElsewhere>() {
+            let keys: Vec<&str> = aws.iter().map(|(key, _)| key.as_str()).collect();
+            return plan_err!(
+                "CREATE EXTERNAL TABLE {}: OPTIONS ({}) cannot be used here: {}",
+                cmd.name,
+                keys.join(", "),
+                elsewhere.remedy
+            );
         }
         let mut table_options = S3Options::default();
         for (key, value) in &aws {
