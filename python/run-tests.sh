@@ -5,7 +5,9 @@
 #
 #   bash python/run-tests.sh [pytest arguments]
 #
-# CARGO_TARGET_DIR is honoured; the venv is $CALIBSQL_VENV (default ~/.cache/calibsql/venv).
+# CARGO_TARGET_DIR is honoured; the venv is $CALIBSQL_VENV (default ~/.cache/calibsql/venv);
+# CALIBSQL_FEATURES (default calibsql/distributed, as in the README's test command) are the
+# cargo features of the build, which must match the test build's for DataFusion to build once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +16,7 @@ venv="${CALIBSQL_VENV:-$HOME/.cache/calibsql/venv}"
 
 # --lib builds the cdylib; --tests puts dev-dependencies into the feature resolution, as
 # `cargo test --workspace` does, so this reuses (or prepares) the test build's DataFusion.
-cargo build --workspace --lib --bins --tests
+cargo build --workspace --lib --bins --tests --features "${CALIBSQL_FEATURES-calibsql/distributed}"
 cp "$target/debug/lib_calibsql.so" python/calibsql/_calibsql.abi3.so
 
 if [ ! -x "$venv/bin/python" ]; then

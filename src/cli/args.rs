@@ -103,6 +103,18 @@ pub struct Args {
     #[arg(short = 'q', long)]
     pub quiet: bool,
 
+    /// Run the statements on an Apache Ballista cluster whose scheduler is at df://HOST:PORT
+    /// (needs a calibsql built with --features distributed; README "Scaling out")
+    #[arg(long, value_name = "URL", value_parser = parse_remote)]
+    pub remote: Option<String>,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// The `--s3-*` flags: S3 settings over the AWS environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct S3Args {
     /// Endpoint of an S3-compatible store (MinIO, Ceph, R2, …), e.g. http://127.0.0.1:9000
     /// [default: AWS_ENDPOINT_URL, else Amazon S3]
     #[arg(long, value_name = "URL")]
@@ -121,6 +133,19 @@ pub struct Args {
     pub s3_retries: Option<usize>,
 }
 
+impl S3Args {
+    pub fn options(&self) -> calibsql::S3Options {
+        calibsql::S3Options {
+            endpoint: self.s3_endpoint.clone(),
+            // Only an explicit flag overrides AWS_ALLOW_HTTP.
+            allow_http: self.s3_allow_http.then_some(true),
+            timeout: self.s3_timeout,
+            retries: self.s3_retries,
+            ..calibsql::S3Options::default()
+        }
+    }
+}
+
 /// The tools besides the SQL runner.
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
@@ -135,6 +160,63 @@ pub enum Command {
     /// Draw a chart from a query
     #[command(subcommand)]
     Plot(PlotCommand),
+    /// Run a scheduler of an Apache Ballista cluster with every calibsql function
+    ///
+    /// Clients connect with `calibsql --remote df://HOST:PORT`; executors with `calibsql
+    /// executor --scheduler HOST:PORT`. Ballista has no authentication: keep the cluster on a
+    /// trusted network (README "Scaling out"). Needs --features distributed.
+    Scheduler(SchedulerArgs),
+    /// Run an executor of an Apache Ballista cluster with every calibsql function
+    ///
+    /// It asks the scheduler for tasks and serves their results to other executors and to
+    /// clients on --bind. Needs --features distributed.
+    Executor(ExecutorArgs),
+}
+
+/// `calibsql scheduler`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct SchedulerArgs {
+    /// Address to listen on (use 0.0.0.0:PORT to accept other machines, on a trusted
+    /// network only)
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
+    pub bind: std::net::SocketAddr,
+
+    /// Seconds without news after which an executor is dead and its work is run again
+    #[arg(long, value_name = "SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub executor_timeout: u64,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// `calibsql executor`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ExecutorArgs {
+    /// The scheduler's address
+    #[arg(long, value_name = "HOST:PORT")]
+    pub scheduler: String,
+
+    /// Address of this executor's data service (other executors and clients fetch results
+    /// from it; it is also the address the executor gives the scheduler)
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
+    pub bind: std::net::SocketAddr,
+
+    /// Tasks run at once [default: number of CPU cores]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    pub concurrent_tasks: Option<usize>,
+
+    /// Directory for shuffle files and spills [default: a new temporary directory]
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+
+    /// Memory the executor's tasks share, e.g. 4G (K, M, G, T: powers of 1024); tasks that
+    /// need more spill to disk or fail
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
+    pub memory_limit: Option<usize>,
+
+    #[command(flatten)]
+    pub s3: S3Args,
 }
 
 /// `calibsql generate`.
@@ -461,6 +543,10 @@ fn parse_demo_rows(value: &str) -> Result<u64, String> {
 }
 
 /// A whole number ≥ 1.
+fn parse_remote(value: &str) -> Result<String, String> {
+    calibsql::address::parse_remote_url(value)
+}
+
 fn parse_positive(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_string()),

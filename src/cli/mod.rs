@@ -2,6 +2,7 @@
 //! outcome to an exit code (documented in `--help`, see `args.rs`).
 
 mod args;
+mod cluster;
 mod demo;
 mod generate;
 mod options;
@@ -135,6 +136,8 @@ async fn run_tool(options: &Options, command: &args::Command) -> anyhow::Result<
             plot::reliability(args, options).await
         }
         args::Command::Plot(args::PlotCommand::Metric(args)) => plot::metric(args, options).await,
+        args::Command::Scheduler(args) => cluster::scheduler(args).await,
+        args::Command::Executor(args) => cluster::executor(args).await,
     }
 }
 

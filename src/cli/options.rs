@@ -80,6 +80,8 @@ pub struct Options {
     pub status: bool,
     /// The progress line (standard error is a terminal, not `--quiet`).
     pub progress: bool,
+    /// The scheduler of the cluster to run on (`--remote`), as `host:port`.
+    pub remote: Option<String>,
     /// S3 settings from the `--s3-*` flags (over the AWS environment).
     pub s3: calibsql::S3Options,
 }
@@ -145,6 +147,22 @@ fn validate(args: Args, sources: Vec<Source>, terminals: Terminals) -> Result<Op
             )));
         }
     }
+    if args.remote.is_some() {
+        if !cfg!(feature = "distributed") {
+            return Err(UsageError(
+                "--remote: this calibsql was built without the cluster client; build it with \
+                 `cargo install --path . --features distributed` (README \"Scaling out\")"
+                    .to_string(),
+            ));
+        }
+        if args.memory_limit.is_some() {
+            return Err(UsageError(
+                "--memory-limit limits a local query; with --remote each executor has its \
+                 own (calibsql executor --memory-limit SIZE)"
+                    .to_string(),
+            ));
+        }
+    }
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(UsageError(
             "-f -: standard input can be read only once".to_string(),
@@ -189,14 +207,8 @@ fn validate(args: Args, sources: Vec<Source>, terminals: Terminals) -> Result<Op
         max_rows,
         status: format == OutputFormat::Table && !args.quiet,
         progress: terminals.stderr && !args.quiet,
-        s3: calibsql::S3Options {
-            endpoint: args.s3_endpoint,
-            // Only an explicit flag overrides AWS_ALLOW_HTTP.
-            allow_http: args.s3_allow_http.then_some(true),
-            timeout: args.s3_timeout,
-            retries: args.s3_retries,
-            ..calibsql::S3Options::default()
-        },
+        remote: args.remote,
+        s3: args.s3.options(),
     })
 }
 

@@ -128,7 +128,7 @@ fn read_sql(
 
 /// A session as `calibsql` builds it, with `options.tables` registered.
 pub async fn context(options: &Options) -> anyhow::Result<SessionContext> {
-    let ctx = super::session::build_context(options)?;
+    let ctx = super::session::build_context(options).await?;
     for table in &options.tables {
         calibsql::tables::register_table(&ctx, &table.name, &table.location, options.table_format)
             .await

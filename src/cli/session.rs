@@ -28,7 +28,7 @@ impl Session {
     /// Builds the DataFusion session (memory limit, batch size, partitions, every calibsql
     /// function), opens the output and registers the `--table`s.
     pub async fn new(options: &Options) -> anyhow::Result<Session> {
-        let ctx = build_context(options)?;
+        let ctx = build_context(options).await?;
         for table in &options.tables {
             calibsql::tables::register_table(
                 &ctx,
@@ -143,12 +143,25 @@ fn rows(n: usize) -> String {
     }
 }
 
-/// The DataFusion session for `options`, with every calibsql function registered.
-pub fn build_context(options: &Options) -> anyhow::Result<SessionContext> {
-    Ok(calibsql::build_context(&calibsql::ContextOptions {
+/// The DataFusion session for `options`, with every calibsql function registered: local, or
+/// a client of the cluster at `--remote`.
+pub async fn build_context(options: &Options) -> anyhow::Result<SessionContext> {
+    let context_options = calibsql::ContextOptions {
         batch_size: options.batch_size,
         target_partitions: options.target_partitions,
         memory_limit: options.memory_limit,
         s3: options.s3.clone(),
-    })?)
+    };
+    match &options.remote {
+        #[cfg(feature = "distributed")]
+        Some(address) => Ok(calibsql::distributed::remote_context(
+            &format!("df://{address}"),
+            &context_options,
+        )
+        .await?),
+        // Refused while the options were checked.
+        #[cfg(not(feature = "distributed"))]
+        Some(_) => anyhow::bail!("--remote needs calibsql built with --features distributed"),
+        None => Ok(calibsql::build_context(&context_options)?),
+    }
 }
