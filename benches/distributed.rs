@@ -9,11 +9,8 @@
 //! `cargo bench --features distributed --bench distributed` (rows: `CALIBSQL_BENCH_ROWS`,
 //! default 20,000,000; runs: `CALIBSQL_BENCH_RUNS`, default 5).
 
-use std::time::Instant;
-
 use calibsql::distributed::{remote_context, LocalCluster};
 use calibsql::ContextOptions;
-use datafusion::prelude::SessionContext;
 
 #[path = "support/data.rs"]
 mod data;
@@ -30,42 +27,14 @@ const QUERIES: &[(&str, &str)] = &[
     ),
 ];
 
-async fn median_ms(ctx: &SessionContext, sql: &str, runs: usize) -> f64 {
-    calibsql::sql(ctx, sql)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let mut times = vec![];
-    for _ in 0..runs {
-        let start = Instant::now();
-        calibsql::sql(ctx, sql)
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
-        times.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    times[runs / 2]
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing useful: skip there.
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let rows: usize = std::env::var("CALIBSQL_BENCH_ROWS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000_000);
-    let runs: usize = std::env::var("CALIBSQL_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let rows = data::env_number("CALIBSQL_BENCH_ROWS", 20_000_000);
+    let runs = data::env_number("CALIBSQL_BENCH_RUNS", 5);
     let path = data::data_path(rows);
     if !path.exists() {
         eprintln!("writing {rows} rows to {}", path.display());
@@ -90,8 +59,8 @@ async fn main() {
          on 127.0.0.1"
     );
     for (name, sql) in QUERIES {
-        let local_ms = median_ms(&local, sql, runs).await;
-        let cluster_ms = median_ms(&remote, sql, runs).await;
+        let local_ms = data::median_ms(&local, sql, runs).await;
+        let cluster_ms = data::median_ms(&remote, sql, runs).await;
         println!(
             "{name:<42} local {local_ms:9.1} ms   cluster {cluster_ms:9.1} ms   ratio {:.2}",
             cluster_ms / local_ms

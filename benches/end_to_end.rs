@@ -20,7 +20,7 @@ mod support;
 
 #[path = "support/data.rs"]
 mod data;
-use data::{data_path, realistic_path, write_data, write_realistic};
+use data::{data_path, env_number, median_ms, realistic_path, write_data, write_realistic};
 
 /// The peak resident memory of `calibsql -c sql` over the realistic file, in a child process
 /// (its `VmHWM`, printed with `CALIBSQL_PEAK_RSS=1`).
@@ -62,19 +62,6 @@ async fn report_pair(
         ours.as_secs_f64() * 1e3,
         base.as_secs_f64() * 1e3
     );
-}
-
-/// Median wall time of `sql` in milliseconds, after one warm-up run.
-async fn median_ms(ctx: &datafusion::prelude::SessionContext, sql: &str, runs: usize) -> f64 {
-    ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    let mut times = vec![];
-    for _ in 0..runs {
-        let start = Instant::now();
-        ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        times.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    times[runs / 2]
 }
 
 /// Median wall times of `a` and `b`, run alternately (so drift in the machine's load hits
@@ -147,10 +134,7 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let rows: usize = std::env::var("CALIBSQL_BENCH_ROWS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000_000);
+    let rows = env_number("CALIBSQL_BENCH_ROWS", 20_000_000);
     let path = data_path(rows);
     if !path.exists() {
         eprintln!("writing {rows} rows to {}", path.display());
@@ -218,10 +202,7 @@ async fn main() {
             f64::NAN,
         ),
     ];
-    let runs: usize = std::env::var("CALIBSQL_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(9);
+    let runs = env_number("CALIBSQL_BENCH_RUNS", 9);
     println!(
         "{rows} rows, median of {runs} alternating runs, {} threads",
         ctx.state().config().target_partitions()

@@ -6,18 +6,17 @@
 //! query, so the ratio includes serving the bytes, not only fetching them. Without `--bench`
 //! (e.g. under `cargo test --benches`) it does nothing.
 
+#[path = "../tests/support/s3_server.rs"]
+mod s3_server;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use calibsql::S3Options;
 use datafusion::prelude::SessionContext;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
-use s3s::auth::SimpleAuth;
-use s3s::service::S3ServiceBuilder;
 
 const BUCKET: &str = "bench";
 const KEY: &str = "bench-key";
@@ -43,7 +42,9 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let endpoint = runtime.block_on(start_server(&root));
+    // The server runs on its own runtime, kept until the end.
+    let server = s3_server::start(&root, KEY, SECRET);
+    let endpoint = server.endpoint.clone();
     let bytes = runtime.block_on(write_dataset(&local, &endpoint));
     println!(
         "dataset: {FILES} files, {} rows, {:.0} MB",
@@ -109,30 +110,6 @@ async fn timed(ctx: &SessionContext) -> (Duration, String) {
     let value =
         datafusion::arrow::util::display::array_value_to_string(batches[0].column(0), 0).unwrap();
     (elapsed, value)
-}
-
-async fn start_server(root: &Path) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let service = {
-        let mut builder = S3ServiceBuilder::new(s3s_fs::FileSystem::new(root).unwrap());
-        builder.set_auth(SimpleAuth::from_single(KEY, SECRET));
-        builder.build()
-    };
-    tokio::spawn(async move {
-        loop {
-            let Ok((socket, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = service.clone();
-            tokio::spawn(async move {
-                let _ = ConnBuilder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(socket), service)
-                    .await;
-            });
-        }
-    });
-    endpoint
 }
 
 /// Writes the files locally with DataFusion and uploads them; returns their total size.

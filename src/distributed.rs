@@ -51,7 +51,6 @@ use tokio::task::JoinHandle;
 pub use crate::address::DEFAULT_SCHEDULER_PORT;
 use crate::address::{parse_host_port, parse_remote_url};
 use crate::s3::{register_s3, runtime_with_s3, S3Options, TablesReadElsewhere};
-use crate::settings::CalibsqlOptions;
 use crate::udfs::fit::NONPARAMETRIC_EXACT_CAP;
 use crate::ContextOptions;
 pub use ballista_core::BALLISTA_VERSION;
@@ -89,16 +88,7 @@ pub fn cluster_config() -> SessionConfig {
 /// A scheduler's session for `config`: Ballista's session (its optimizer rules and planner)
 /// with every calibsql function and `s3://` locations read with `s3`.
 pub fn scheduler_session(config: SessionConfig, s3: &S3Options) -> Result<SessionState> {
-    let config = if config
-        .options()
-        .extensions
-        .get::<CalibsqlOptions>()
-        .is_some()
-    {
-        config
-    } else {
-        config.with_option_extension(CalibsqlOptions::default())
-    };
+    let config = crate::with_calibsql_settings(config);
     let state = ballista_core::utils::default_session_builder(config)?;
     let ctx = SessionContext::new_with_state(state);
     crate::register_all(&ctx);
@@ -263,7 +253,9 @@ pub async fn run_executor(config: ExecutorConfig) -> Result<()> {
     let registry = Arc::new(function_registry()?);
     let process = ExecutorProcessConfig {
         bind_host: config.bind.ip().to_string(),
-        external_host: Some(config.bind.ip().to_string()),
+        // Bound to every interface (0.0.0.0): the scheduler takes the address the executor's
+        // connection comes from.
+        external_host: (!config.bind.ip().is_unspecified()).then(|| config.bind.ip().to_string()),
         port: config.bind.port(),
         scheduler_host: host,
         scheduler_port: port,
@@ -449,10 +441,7 @@ struct RefuseWhatCannotBeShipped;
 
 impl AnalyzerRule for RefuseWhatCannotBeShipped {
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
-        let cap = config
-            .extensions
-            .get::<CalibsqlOptions>()
-            .map_or(NONPARAMETRIC_EXACT_CAP, |o| o.fit_exact_cap);
+        let cap = crate::settings::fit_exact_cap(config);
         plan.apply_with_subqueries(|node| {
             let source = match node {
                 LogicalPlan::TableScan(scan) => Some((&scan.table_name, &scan.source)),

@@ -33,16 +33,21 @@ impl ConfigExtension for CalibsqlOptions {
     const PREFIX: &'static str = "calibsql";
 }
 
+/// `calibsql.fit_exact_cap` of `config` (its default when the session has no calibsql settings).
+pub fn fit_exact_cap(config: &ConfigOptions) -> usize {
+    config
+        .extensions
+        .get::<CalibsqlOptions>()
+        .map_or(NONPARAMETRIC_EXACT_CAP, |o| o.fit_exact_cap)
+}
+
 /// The analyzer rule that applies [`CalibsqlOptions`] to the functions of a plan.
 #[derive(Debug, Default)]
 pub struct ApplySettings;
 
 impl AnalyzerRule for ApplySettings {
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
-        let cap = config
-            .extensions
-            .get::<CalibsqlOptions>()
-            .map_or(NONPARAMETRIC_EXACT_CAP, |o| o.fit_exact_cap);
+        let cap = fit_exact_cap(config);
         if cap == NONPARAMETRIC_EXACT_CAP {
             return Ok(plan);
         }

@@ -204,6 +204,12 @@ async fn collect(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// The error of a query that plans but fails to run.
+async fn query_error(ctx: &SessionContext, sql: &str) -> String {
+    let frame = calibsql::sql(ctx, sql).await.unwrap();
+    frame.collect().await.unwrap_err().to_string()
+}
+
 /// Rows of `batches` as scalars, strings normalised to Utf8.
 fn rows(batches: &[RecordBatch]) -> Vec<Vec<ScalarValue>> {
     let mut out = Vec::new();
@@ -300,13 +306,7 @@ async fn what_cannot_run_on_a_cluster_is_refused_in_one_line() {
 
     // A table held in the client's memory.
     collect(&remote, "CREATE TABLE mem AS VALUES (0.2, 1), (0.7, 0)").await;
-    let error = calibsql::sql(&remote, "SELECT ece(column1, column2) FROM mem")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = query_error(&remote, "SELECT ece(column1, column2) FROM mem").await;
     assert!(
         error.contains("table mem is held in this client's memory") && error.contains("COPY"),
         "{error}"
@@ -329,13 +329,7 @@ async fn what_cannot_run_on_a_cluster_is_refused_in_one_line() {
 
     // A setting the executors would not see.
     collect(&remote, "SET calibsql.fit_exact_cap = 1000").await;
-    let error = calibsql::sql(&remote, "SELECT fit_isotonic(0.5, 1)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = query_error(&remote, "SELECT fit_isotonic(0.5, 1)").await;
     assert!(
         error.contains("fit_isotonic") && error.contains("fit_exact_cap"),
         "{error}"

@@ -1,8 +1,9 @@
-//! The bench files, shared by the benches (`#[path]`-included): written once under the target
-//! directory and reused.
+//! What the benches share (`#[path]`-included): the bench files, written once under the target
+//! directory and reused, and how queries are timed.
 #![allow(dead_code)] // each including bench uses part of it
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The end-to-end bench file of `rows` rows (see [`write_data`]).
 pub fn data_path(rows: usize) -> PathBuf {
@@ -63,4 +64,35 @@ pub async fn write_realistic(path: &std::path::Path, rows: usize) {
         path.display()
     );
     ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+}
+
+/// The number in the environment variable `name`, or `default`.
+pub fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Median wall time of `sql` over `runs` runs, in milliseconds, after one warm-up run.
+pub async fn median_ms(ctx: &datafusion::prelude::SessionContext, sql: &str, runs: usize) -> f64 {
+    calibsql::sql(ctx, sql)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut times = vec![];
+    for _ in 0..runs {
+        let start = Instant::now();
+        calibsql::sql(ctx, sql)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    times[runs / 2]
 }

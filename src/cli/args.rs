@@ -198,7 +198,8 @@ pub struct ExecutorArgs {
     pub scheduler: String,
 
     /// Address of this executor's data service (other executors and clients fetch results
-    /// from it; it is also the address the executor gives the scheduler)
+    /// from it; it is also the address the executor gives the scheduler, except 0.0.0.0, for
+    /// which the scheduler takes the address the executor connects from)
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
     pub bind: std::net::SocketAddr,
 
