@@ -7,13 +7,23 @@ use std::time::Instant;
 
 /// The end-to-end bench file of `rows` rows (see [`write_data`]).
 pub fn data_path(rows: usize) -> PathBuf {
+    bench_file(&format!("events-v3-{rows}.parquet"))
+}
+
+/// `name` in the bench files' directory under the target directory.
+fn bench_file(name: &str) -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    PathBuf::from(target).join(format!("calibsql-bench/events-v3-{rows}.parquet"))
+    PathBuf::from(target).join("calibsql-bench").join(name)
+}
+
+/// Runs `COPY (query) TO …` (`sql`), creating the file's directory first.
+async fn write_file(path: &std::path::Path, sql: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let ctx = calibsql::new_context();
+    ctx.sql(sql).await.unwrap().collect().await.unwrap();
 }
 
 pub async fn write_data(path: &std::path::Path, rows: usize) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let ctx = calibsql::new_context();
     // p: a hashed uniform probability; y = Bernoulli(p)·Bernoulli(propensity), a click that
     // is missing not at random as in the papers (so the IPS objective is bounded); site: ~5,000
     // values with a Zipf-like skew (the square of a uniform); score: a noisy logit of p
@@ -33,20 +43,17 @@ pub async fn write_data(path: &std::path::Path, rows: usize) {
          TO '{}' STORED AS PARQUET",
         path.display()
     );
-    ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    write_file(path, &sql).await;
 }
 
 /// The realistic file of the speed issue: every `p`, `score` and `propensity` a distinct
 /// float64 (so Parquet cannot dictionary-encode them), `y` Int8, `site` Zipf-skewed Int64,
 /// 1M-row row groups, Snappy.
 pub fn realistic_path(rows: usize) -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    PathBuf::from(target).join(format!("calibsql-bench/realistic-v1-{rows}.parquet"))
+    bench_file(&format!("realistic-v1-{rows}.parquet"))
 }
 
 pub async fn write_realistic(path: &std::path::Path, rows: usize) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let ctx = calibsql::new_context();
     // Multiplicative hashes modulo primes above 2^32: distinct for every row number below them.
     let sql = format!(
         "COPY (SELECT p, CAST(CASE WHEN u < p THEN 1 ELSE 0 END AS TINYINT) AS y,
@@ -63,7 +70,7 @@ pub async fn write_realistic(path: &std::path::Path, rows: usize) {
          OPTIONS ('format.max_row_group_size' '1048576', 'format.compression' 'snappy')",
         path.display()
     );
-    ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    write_file(path, &sql).await;
 }
 
 /// The number in the environment variable `name`, or `default`.
@@ -76,14 +83,8 @@ pub fn env_number(name: &str, default: usize) -> usize {
 
 /// Median wall time of `sql` over `runs` runs, in milliseconds, after one warm-up run.
 pub async fn median_ms(ctx: &datafusion::prelude::SessionContext, sql: &str, runs: usize) -> f64 {
-    calibsql::sql(ctx, sql)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
     let mut times = vec![];
-    for _ in 0..runs {
+    for run in 0..=runs {
         let start = Instant::now();
         calibsql::sql(ctx, sql)
             .await
@@ -91,7 +92,9 @@ pub async fn median_ms(ctx: &datafusion::prelude::SessionContext, sql: &str, run
             .collect()
             .await
             .unwrap();
-        times.push(start.elapsed().as_secs_f64() * 1e3);
+        if run > 0 {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
     }
     times.sort_by(f64::total_cmp);
     times[runs / 2]
