@@ -21,6 +21,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
+use super::bin_sums::{self, BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
 use super::binning::{quantile_edges, quantile_edges_unsorted, FixedBins, Strategy};
 use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
@@ -241,15 +242,16 @@ impl Binned {
             None => DEFAULT_LEVEL,
         };
         let fixed = (!strategy.data_dependent()).then(|| FixedBins::new(strategy, m));
+        let m = fixed.as_ref().map_or(m, FixedBins::n);
         Ok(BinnedKernel {
             func,
             kind: self.kind,
-            m: fixed.as_ref().map_or(m, FixedBins::n),
+            m,
             strategy,
             fixed,
             z: normal_quantile(1.0 - (1.0 - level) / 2.0),
             w_col,
-            bins: vec![],
+            sums: BinSums::new(m, w_col.is_some()),
             values: ValueStore::new(func, 0, 1, w_col),
         })
     }
@@ -322,112 +324,6 @@ impl AggregateUDFImpl for Binned {
     }
 }
 
-/// Per-bin sums: row count, Σw, Σw·p, Σw·y, Σw·(y − p), Σw².
-type BinStats = [f64; 6];
-const NSTATS: usize = 6;
-const CNT: usize = 0;
-const W: usize = 1;
-const WP: usize = 2;
-const WY: usize = 3;
-const WD: usize = 4;
-const WW: usize = 5;
-
-#[inline(always)]
-fn stats_of(p: f64, y: f64, w: f64) -> BinStats {
-    [1.0, w, w * p, w * y, w * (y - p), w * w]
-}
-
-#[inline(always)]
-fn add(into: &mut BinStats, s: &BinStats) {
-    for k in 0..NSTATS {
-        into[k] += s[k];
-    }
-}
-
-/// An unweighted row touches three sums (count, Σp, Σy): with w = 1 the other three follow
-/// from them (Σw = Σw² = count, Σ(y − p) = Σy − Σp). So an unweighted kernel stores, in
-/// those three places, only what merged states add beyond that rule (zero, up to rounding,
-/// unless a weighted state is merged in): [`stored_stats`] and [`true_stats`] convert.
-#[inline(always)]
-fn add_unweighted(into: &mut BinStats, p: f64, y: f64) {
-    into[CNT] += 1.0;
-    into[WP] += p;
-    into[WY] += y;
-}
-
-/// A bin's sums as an unweighted kernel stores them (see [`add_unweighted`]).
-#[inline(always)]
-fn stored_stats(s: &BinStats) -> BinStats {
-    [
-        s[CNT],
-        s[W] - s[CNT],
-        s[WP],
-        s[WY],
-        s[WD] - (s[WY] - s[WP]),
-        s[WW] - s[CNT],
-    ]
-}
-
-/// A bin's sums from an unweighted kernel's storage (see [`add_unweighted`]).
-#[inline(always)]
-fn true_stats(s: &BinStats) -> BinStats {
-    [
-        s[CNT],
-        s[W] + s[CNT],
-        s[WP],
-        s[WY],
-        s[WD] + (s[WY] - s[WP]),
-        s[WW] + s[CNT],
-    ]
-}
-
-/// Adds checked rows to the bins of a single group. Consecutive rows often land in the same
-/// bin, and each addition would wait for the previous one to reach memory; so row i goes to
-/// copy i mod `LANES` of the bins, and the copies are summed into `bins` at the end (one
-/// more rounding per bin and batch, well inside the 1e-12 relative the round-trip tests
-/// allow). With many bins collisions are rare and the copies would cost more to clear than
-/// they save: past 256 bins rows go straight to `bins`.
-fn add_rows_one_group(
-    bins: &mut [BinStats],
-    bin: impl Fn(f64) -> (usize, f64),
-    p: &[f64],
-    y: &[f64],
-    w: Option<&[f64]>,
-) {
-    const LANES: usize = 4;
-    let m = bins.len();
-    let Some(w) = w else {
-        // Unweighted: count, Σp, Σy (see `add_unweighted`).
-        let mut lanes = vec![[0.0; 3]; LANES * m];
-        for i in 0..p.len() {
-            let (b, pi) = bin(p[i]);
-            let lane = &mut lanes[i % LANES * m + b];
-            lane[0] += 1.0;
-            lane[1] += pi;
-            lane[2] += y[i];
-        }
-        for (b, into) in bins.iter_mut().enumerate() {
-            for k in 0..LANES {
-                let lane = &lanes[k * m + b];
-                into[CNT] += lane[0];
-                into[WP] += lane[1];
-                into[WY] += lane[2];
-            }
-        }
-        return;
-    };
-    let mut lanes = vec![[0.0; NSTATS]; LANES * m];
-    for i in 0..p.len() {
-        let (b, pi) = bin(p[i]);
-        add(&mut lanes[i % LANES * m + b], &stats_of(pi, y[i], w[i]));
-    }
-    for (b, into) in bins.iter_mut().enumerate() {
-        for k in 0..LANES {
-            add(into, &lanes[k * m + b]);
-        }
-    }
-}
-
 /// One bin of a finished group, with the edges `reliability` reports.
 struct Bin {
     stats: BinStats,
@@ -447,8 +343,8 @@ struct BinnedKernel {
     /// `reliability`'s Wilson z for its `level`.
     z: f64,
     w_col: Option<usize>,
-    /// Fixed edges: `m` bins per group, group-major.
-    bins: Vec<BinStats>,
+    /// Fixed edges: `m` bins per group.
+    sums: BinSums,
     /// Data-dependent edges: the rows.
     values: ValueStore,
 }
@@ -467,7 +363,8 @@ impl BinnedKernel {
             Strategy::Uniform => {
                 let (m, mf) = (fixed.n(), fixed.n() as f64);
                 self.update_with(values, groups, filter, move |p| {
-                    (((p * mf) as usize).min(m - 1), p)
+                    // Through u32: the same bin for every p, and a cheaper conversion.
+                    (((p * mf) as u32 as usize).min(m - 1), p)
                 })
             }
             _ => self.update_with(values, groups, filter, |p| fixed.bin(p)),
@@ -484,7 +381,6 @@ impl BinnedKernel {
         bin: impl Fn(f64) -> (usize, f64),
     ) -> Result<()> {
         let func = self.func;
-        let m = self.m;
         let p = f64s(&values[0]).values();
         let y = f64s(&values[1]).values();
         let w = self.w_col.map(|c| f64s(&values[c]).values());
@@ -494,33 +390,35 @@ impl BinnedKernel {
         }
         let mask = usable_rows(&data, filter);
         // Without GROUP BY every row goes to group 0: skip reading the group indices.
-        let one_group = self.bins.len() == m;
-        let bins = &mut self.bins;
+        let one_group = self.sums.num_groups() == 1;
+        let sums = &mut self.sums;
+        sums.reserve_rows(p.len());
+        // The common case, checked as it is binned.
+        if mask.is_none()
+            && one_group
+            && w.is_none()
+            && sums.try_add_unweighted_one_group(&bin, p, y)
+        {
+            return Ok(());
+        }
         let fast = mask.is_none()
             && all_probabilities(p)
             && all_labels(y)
             && w.is_none_or(|w| all_weights(w));
-        if fast && one_group && m <= 256 {
-            add_rows_one_group(bins, bin, p, y, w.map(|w| &w[..]));
+        if fast && !one_group {
+            sums.add_rows_grouped(bin, groups, p, y, w.map(|w| &w[..]));
             return Ok(());
         }
-        let unweighted = w.is_none();
+        if fast {
+            // One group, weighted or with more than 256 bins.
+            sums.add_rows_one_group(bin, p, y, w.map(|w| &w[..]));
+            return Ok(());
+        }
         let mut add_row = |i: usize, pi: f64, yi: f64, wi: f64| {
             let g = if one_group { 0 } else { groups[i] };
             let (b, pi) = bin(pi);
-            if unweighted {
-                add_unweighted(&mut bins[g * m + b], pi, yi);
-            } else {
-                add(&mut bins[g * m + b], &stats_of(pi, yi, wi));
-            }
+            sums.add_row(g, b, pi, yi, wi);
         };
-        if fast {
-            match w {
-                None => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], 1.0)),
-                Some(w) => (0..p.len()).for_each(|i| add_row(i, p[i], y[i], w[i])),
-            }
-            return Ok(());
-        }
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
@@ -533,26 +431,15 @@ impl BinnedKernel {
         })
     }
 
-    /// A stored bin's sums (see [`add_unweighted`]).
-    fn true_stats(&self, s: &BinStats) -> BinStats {
-        if self.w_col.is_none() {
-            true_stats(s)
-        } else {
-            *s
-        }
-    }
-
     /// The bins of group `g`, in bin order.
     fn group_bins(&mut self, g: usize) -> Vec<Bin> {
         let m = self.m;
         match &self.fixed {
-            Some(fixed) => self.bins[g * m..(g + 1) * m]
-                .iter()
-                .enumerate()
-                .map(|(k, s)| {
+            Some(fixed) => (0..m)
+                .map(|k| {
                     let (lower, upper) = fixed.edges(k);
                     Bin {
-                        stats: self.true_stats(s),
+                        stats: self.sums.stats(g, k),
                         lower: Some(lower),
                         upper: Some(upper),
                     }
@@ -627,7 +514,7 @@ fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
                 b += 1;
             }
             let w = ws.get(i).copied().unwrap_or(1.0);
-            add(&mut out[b.min(m - 1)].stats, &stats_of(p, y, w));
+            bin_sums::add_row(&mut out[b.min(m - 1)].stats, p, y, w);
         }
     }
     out
@@ -744,16 +631,14 @@ impl Kernel for BinnedKernel {
             fixed: self.fixed.clone(),
             z: self.z,
             w_col: self.w_col,
-            bins: vec![],
+            sums: self.sums.empty(),
             values: self.values.empty(),
         })
     }
 
     fn resize(&mut self, n: usize) {
         if self.fixed.is_some() {
-            if self.bins.len() < n * self.m {
-                self.bins.resize(n * self.m, [0.0; NSTATS]);
-            }
+            self.sums.resize(n);
         } else {
             self.values.resize(n)
         }
@@ -761,7 +646,7 @@ impl Kernel for BinnedKernel {
 
     fn num_groups(&self) -> usize {
         if self.fixed.is_some() {
-            self.bins.len() / self.m
+            self.sums.num_groups()
         } else {
             self.values.num_groups()
         }
@@ -798,13 +683,9 @@ impl Kernel for BinnedKernel {
                     end - start
                 );
             }
-            let unweighted = self.w_col.is_none();
             for b in 0..m {
-                let mut add_state: BinStats = std::array::from_fn(|k| parts[k].1[start + b]);
-                if unweighted {
-                    add_state = stored_stats(&add_state);
-                }
-                add(&mut self.bins[g * m + b], &add_state);
+                let state: BinStats = std::array::from_fn(|k| parts[k].1[start + b]);
+                self.sums.merge_bin(g, b, &state);
             }
         }
         Ok(())
@@ -814,9 +695,10 @@ impl Kernel for BinnedKernel {
         let n = range.len();
         Ok(if self.fixed.is_some() {
             let m = self.m;
-            let bins: Vec<BinStats> = self.bins[range.start * m..range.end * m]
-                .iter()
-                .map(|s| self.true_stats(s))
+            let bins: Vec<BinStats> = range
+                .clone()
+                .flat_map(|g| (0..m).map(move |b| (g, b)))
+                .map(|(g, b)| self.sums.stats(g, b))
                 .collect();
             let mut out: Vec<ArrayRef> = (0..NSTATS)
                 .map(|k| fixed_lists(bins.iter().map(|s| s[k]).collect(), m))
@@ -855,14 +737,14 @@ impl Kernel for BinnedKernel {
 
     fn drain(&mut self, n: usize) {
         if self.fixed.is_some() {
-            self.bins.drain(..n * self.m);
+            self.sums.drain(n);
         } else {
             self.values.drain(n)
         }
     }
 
     fn size(&self) -> usize {
-        self.bins.capacity() * size_of::<BinStats>() + self.values.size()
+        self.sums.size() + self.values.size()
     }
 
     fn retractable(&self) -> bool {

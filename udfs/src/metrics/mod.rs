@@ -1,6 +1,7 @@
 //! The metric aggregates, one family per file:
 //! - [`binning`]: the bin rules of every tool whose numbers we reproduce (shared);
 //! - [`binned`]: `ece`, `mce`, `reliability`, `ace`, `rmsce`;
+//! - [`bin_sums`]: their per-bin sums (fixed-edge bins);
 //! - [`loss`]: `logloss`, `brier`, `ips_logloss`, `normalized_entropy`;
 //! - [`auc`]: exact ROC AUC;
 //! - [`field`]: `field_ece`, `field_rce`;
@@ -8,6 +9,7 @@
 //! - [`debiased`]: `ece_debiased` (Kumar et al.'s debiased L2 error).
 
 pub mod auc;
+mod bin_sums;
 pub mod binned;
 pub mod binning;
 pub mod debiased;
