@@ -19,7 +19,7 @@ use crate::common::{
     all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
-use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums};
+use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
 /// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
@@ -349,11 +349,23 @@ impl Kernel for LossKernel {
             LossKind::IpsLogLoss => x.iter().fold(true, |ok, &q| ok & (q > 0.0) & (q <= 1.0)),
             _ => all_weights(x),
         };
+        let log_kind = matches!(kind, LossKind::LogLoss | LossKind::NormalizedEntropy);
+        if mask.is_none() && one_group && log_kind && extra.is_none() && eps >= f64::EPSILON {
+            // Checks the rows as it adds them up; a bad row falls through to the checked path.
+            if let Some([l, yw]) = log_loss_sums_unweighted(p, y, eps) {
+                sw[0] += p.len() as f64;
+                sl[0] += l;
+                if ne {
+                    sy[0] += yw;
+                }
+                return Ok(());
+            }
+        }
         let fast = mask.is_none()
             && all_probabilities(p)
             && all_labels(y)
             && extra.is_none_or(|x| extra_ok(x));
-        if fast && one_group && matches!(kind, LossKind::LogLoss | LossKind::NormalizedEntropy) {
+        if fast && one_group && log_kind {
             let [w, l, yw] = log_loss_sums(p, y, extra.map(|x| &x[..]), eps);
             sw[0] += w;
             sl[0] += l;
