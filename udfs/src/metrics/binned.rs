@@ -473,7 +473,7 @@ fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
         }
         for c in 0..2 {
             let mut sums = vec![[0.0; 2]; m];
-            for &p in &rows.p[c] {
+            for &p in rows.parts(c).into_iter().flatten() {
                 // The number of inner edges below p; for few bins a branch-free count (the
                 // binary search mispredicts about every other step on distinct scores).
                 let b = if inner.len() <= 32 {

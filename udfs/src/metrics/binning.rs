@@ -309,7 +309,9 @@ pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>>
     }
     ranks.sort_unstable();
     ranks.dedup();
-    let values = values::select_ranks(&[&rows.p[0], &rows.p[1]], &ranks)?;
+    let mut parts = rows.parts(0);
+    parts.extend(rows.parts(1));
+    let values = values::select_ranks(&parts, &ranks)?;
     let at = |i: usize| values[ranks.binary_search(&i).expect("a selected rank")];
     Some(unweighted_quantile_edges(n, &qs, at))
 }
