@@ -278,5 +278,6 @@ slt_files!(
     fits,
     smooth,
     strategies,
-    multi_field
+    multi_field,
+    labels
 );

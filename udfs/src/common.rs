@@ -18,7 +18,7 @@ use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 pub(crate) enum Arg {
     /// A numeric data column read as Float64 (p, score, weight, propensity, n, …).
     Num(&'static str),
-    /// A label: Boolean or numeric, read as Float64 holding 0/1.
+    /// A label: Boolean or numeric, 0/1 (Boolean and integer labels are not coerced).
     Label(&'static str),
     /// Any hashable column, kept as is (a field for field-level metrics).
     Any(&'static str),
@@ -202,9 +202,11 @@ fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
         );
     }
     Ok(match (arg, t) {
-        // Boolean labels stay Boolean: DataFusion refuses an implicit Boolean→Float64
-        // coercion; the kernels read them as 0/1 (see kernel.rs).
-        (Arg::Label(_), DataType::Boolean) => DataType::Boolean,
+        // Boolean labels stay Boolean (DataFusion refuses an implicit Boolean→Float64
+        // coercion) and integer labels stay integers, so that no Float64 copy of the column
+        // is made before the kernels that read them natively (see labels.rs); the others get
+        // them as 0.0/1.0 (kernel.rs).
+        (Arg::Label(_), t) if *t == DataType::Boolean || t.is_integer() => t.clone(),
         (Arg::Num(_) | Arg::Label(_), _) => DataType::Float64,
         _ => t.clone(),
     })
@@ -365,10 +367,6 @@ pub(crate) fn check_propensity(func: &str, q: f64) -> Result<f64> {
 /// compiler vectorises. When one fails, the per-row path finds the bad value and reports it.
 pub(crate) fn all_probabilities(v: &[f64]) -> bool {
     v.iter().fold(true, |ok, &x| ok & (0.0..=1.0).contains(&x))
-}
-
-pub(crate) fn all_labels(v: &[f64]) -> bool {
-    v.iter().fold(true, |ok, &x| ok & ((x == 0.0) | (x == 1.0)))
 }
 
 pub(crate) fn all_weights(v: &[f64]) -> bool {

@@ -15,6 +15,8 @@
 // fdlibm's coefficients as published (more digits than an f64 holds; they round to it).
 #![allow(clippy::excessive_precision)]
 
+use crate::labels::Label;
+
 const LG1: f64 = 6.666666666666735130e-01;
 const LG2: f64 = 3.999999999940941908e-01;
 const LG3: f64 = 2.857142874366239149e-01;
@@ -162,7 +164,7 @@ fn log_loss_sums_with(
 /// c is 0 for p ≥ ½, and for p < ½ the difference is below |c|·p²/(1 − p) ≤ 2⁻⁵⁵.
 /// The profile of `logloss` on the realistic bench file showed the per-row logarithm's
 /// division and polynomial as its cost; this is a multiply and two adds a row.
-pub(crate) fn log_loss_sums_unweighted(p: &[f64], y: &[f64], eps: f64) -> Option<[f64; 2]> {
+pub(crate) fn log_loss_sums_unweighted<Y: Label>(p: &[f64], y: &[Y], eps: f64) -> Option<[f64; 2]> {
     debug_assert!(eps >= f64::EPSILON);
     const LANES: usize = 8;
     /// Factors per lane between normalisations: 16 factors ≥ 2⁻⁵² keep a product that
@@ -178,8 +180,8 @@ pub(crate) fn log_loss_sums_unweighted(p: &[f64], y: &[f64], eps: f64) -> Option
     for (pb, yb) in p[..n].chunks_exact(BLOCK).zip(y[..n].chunks_exact(BLOCK)) {
         for (pc, yc) in pb.chunks_exact(LANES).zip(yb.chunks_exact(LANES)) {
             for j in 0..LANES {
-                let (pj, yj) = (pc[j], yc[j]);
-                ok &= (0.0..=1.0).contains(&pj) & ((yj == 0.0) | (yj == 1.0));
+                let (pj, yj) = (pc[j], yc[j].to_f64());
+                ok &= (0.0..=1.0).contains(&pj) & yc[j].is_label();
                 let q = pj.max(eps).min(1.0 - eps);
                 let u = 1.0 - q;
                 let c = (1.0 - u) - q;
@@ -207,8 +209,8 @@ pub(crate) fn log_loss_sums_unweighted(p: &[f64], y: &[f64], eps: f64) -> Option
         positives += pos[j];
     }
     for i in n..p.len() {
-        let (pi, yi) = (p[i], y[i]);
-        if !((0.0..=1.0).contains(&pi) & ((yi == 0.0) | (yi == 1.0))) {
+        let (pi, yi) = (p[i], y[i].to_f64());
+        if !((0.0..=1.0).contains(&pi) & y[i].is_label()) {
             return None;
         }
         loss += log_loss_fast(pi, yi, eps);
@@ -219,7 +221,8 @@ pub(crate) fn log_loss_sums_unweighted(p: &[f64], y: &[f64], eps: f64) -> Option
     // almost always confidently right) the rows are added up one logarithm at a time instead,
     // which keeps every batch within 2⁻⁴³ relative.
     if loss < p.len() as f64 * (1.0 / 1024.0) {
-        let [_, l, y] = log_loss_sums(p, y, None, eps);
+        let y: Vec<f64> = y.iter().map(|y| y.to_f64()).collect();
+        let [_, l, y] = log_loss_sums(p, &y, None, eps);
         return Some([l, y]);
     }
     Some([loss, positives])

@@ -12,10 +12,11 @@ use std::fmt::Debug;
 use std::ops::Range;
 
 use arrow::array::{ArrayRef, BooleanArray};
-use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use datafusion_common::{internal_err, Result, ScalarValue};
 use datafusion_expr::{Accumulator, EmitTo, GroupsAccumulator};
+
+use crate::labels;
 
 pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     /// A new, empty kernel with the same parameters (bins, eps, …).
@@ -48,6 +49,13 @@ pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     fn drain(&mut self, n: usize);
     /// Bytes held, in O(1).
     fn size(&self) -> usize;
+
+    /// Whether `update` (and so `retract`) takes its label column as stored when it is one
+    /// of `crate::labels::is_native`'s types (Float64, Int8, Int32, Int64); false: always
+    /// Float64.
+    fn native_labels(&self) -> bool {
+        false
+    }
 
     /// Whether rows (and states) can be taken out again, for sliding window frames: true
     /// when every number of the state is a sum, so taking out is subtracting.
@@ -162,17 +170,16 @@ impl<K: Kernel> DynKernel for K {
     }
 }
 
-/// Every aggregate here takes its label `y` as argument 1. The planner leaves a Boolean label
-/// as is (DataFusion does not coerce Boolean to Float64 implicitly), so the kernels get it
-/// as 0.0/1.0 here and never see a Boolean column.
-fn labels_as_f64(values: &[ArrayRef]) -> Result<Cow<'_, [ArrayRef]>> {
+/// Every aggregate here takes its label `y` as argument 1. The planner leaves Boolean and
+/// integer labels as they are (see `crate::labels`): a kernel that reads them natively gets
+/// Float64, Int8, Int32 and Int64 labels as they are, every other kernel (and every other
+/// label type) gets them as Float64 0.0/1.0, cast here a batch at a time.
+fn labels_for<'a, K: Kernel>(kernel: &K, values: &'a [ArrayRef]) -> Result<Cow<'a, [ArrayRef]>> {
     match values.get(1) {
-        Some(y) if *y.data_type() == DataType::Boolean => {
-            let mut v = values.to_vec();
-            v[1] = cast(y, &DataType::Float64)?;
-            Ok(Cow::Owned(v))
+        Some(y) if kernel.native_labels() && labels::is_native(y.data_type()) => {
+            Ok(Cow::Borrowed(values))
         }
-        _ => Ok(Cow::Borrowed(values)),
+        _ => labels::as_f64_labels(values),
     }
 }
 
@@ -245,8 +252,8 @@ impl<K: Kernel> GroupsAccumulator for Groups<K> {
         total_num_groups: usize,
     ) -> Result<()> {
         self.0.resize(total_num_groups);
-        self.0
-            .update(&labels_as_f64(values)?, group_indices, opt_filter)
+        let values = labels_for(&self.0, values)?;
+        self.0.update(&values, group_indices, opt_filter)
     }
 
     fn merge_batch(
@@ -282,7 +289,8 @@ impl<K: Kernel> GroupsAccumulator for Groups<K> {
         let mut k = self.0.empty()?;
         k.resize(len);
         let groups: Vec<usize> = (0..len).collect();
-        k.update(&labels_as_f64(values)?, &groups, opt_filter)?;
+        let values = labels_for(&k, values)?;
+        k.update(&values, &groups, opt_filter)?;
         k.state(0..len)
     }
 
@@ -326,8 +334,8 @@ impl<K: Kernel> Accumulator for Single<K> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let len = values.first().map_or(0, |a| a.len());
         self.zeros(len);
-        self.kernel
-            .update(&labels_as_f64(values)?, &self.zeros[..len], None)
+        let values = labels_for(&self.kernel, values)?;
+        self.kernel.update(&values, &self.zeros[..len], None)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
@@ -347,8 +355,8 @@ impl<K: Kernel> Accumulator for Single<K> {
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let len = values.first().map_or(0, |a| a.len());
         self.zeros(len);
-        self.kernel
-            .retract(&labels_as_f64(values)?, &self.zeros[..len])
+        let values = labels_for(&self.kernel, values)?;
+        self.kernel.retract(&values, &self.zeros[..len])
     }
 
     fn supports_retract_batch(&self) -> bool {

@@ -24,6 +24,7 @@ mod common;
 mod fastmath;
 pub mod fit;
 mod kernel;
+mod labels;
 pub mod metrics;
 pub mod model;
 mod optim;

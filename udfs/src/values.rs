@@ -29,10 +29,11 @@ use datafusion_common::{internal_err, Result};
 use datafusion_expr::utils::format_state_name;
 
 use crate::common::{
-    all_labels, all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row,
-    list_parts, usable_rows,
+    all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_parts,
+    usable_rows,
 };
 use crate::kernel::Kernel;
+use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
 /// The names of the four state fields of a [`ValueStore`].
 pub(crate) const STATE_NAMES: [&str; 4] = ["neg_p", "pos_p", "neg_w", "pos_w"];
@@ -102,6 +103,9 @@ impl Kernel for RowsKernel {
     }
     fn size(&self) -> usize {
         self.store.size()
+    }
+    fn native_labels(&self) -> bool {
+        true
     }
 }
 
@@ -278,7 +282,7 @@ impl ValueStore {
     /// The fast path of one group and checked, unweighted rows: every score is written to
     /// the end of both classes' vectors and only its own class's length advances, so there
     /// is no branch on the label (which real labels would mispredict half the time).
-    fn push_all(&mut self, p: &[f64], y: &[f64]) {
+    fn push_all<Y: Label>(&mut self, p: &[f64], y: &[Y]) {
         let rows = &mut self.groups[0];
         let before = rows.p[0].capacity() + rows.p[1].capacity();
         let [neg, pos] = &mut rows.p;
@@ -288,7 +292,7 @@ impl ValueStore {
         for (&pi, &yi) in p.iter().zip(y) {
             neg[n0] = pi;
             pos[n1] = pi;
-            let positive = (yi == 1.0) as usize;
+            let positive = yi.bit() as usize;
             n1 += positive;
             n0 += 1 - positive;
         }
@@ -298,6 +302,8 @@ impl ValueStore {
         self.bytes += (after - before) * size_of::<f64>();
     }
 
+    /// Adds the usable rows; the label column may be any of `crate::labels::is_native`'s
+    /// types (the kernels that keep rows read labels natively).
     pub(crate) fn update(
         &mut self,
         values: &[ArrayRef],
@@ -306,22 +312,25 @@ impl ValueStore {
     ) -> Result<()> {
         let func = self.func;
         let p = f64s(&values[self.p_col]).values().clone();
-        let y = f64s(&values[self.y_col]).values().clone();
         let mut data = vec![&values[self.p_col], &values[self.y_col]];
         let w = self.w_col.map(|i| {
             data.push(&values[i]);
             f64s(&values[i]).values().clone()
         });
         let mask = usable_rows(&data, filter);
-        if mask.is_none()
-            && self.groups.len() == 1
-            && w.is_none()
-            && all_probabilities(&p)
-            && all_labels(&y)
-        {
-            self.push_all(&p, &y);
-            return Ok(());
+        if mask.is_none() && self.groups.len() == 1 && w.is_none() && all_probabilities(&p) {
+            let added = with_labels!(&values[self.y_col], |y| {
+                let ok = all_labels(y);
+                if ok {
+                    self.push_all(&p, y);
+                }
+                ok
+            });
+            if added == Some(true) {
+                return Ok(());
+            }
         }
+        let y = f64_labels(&values[self.y_col])?;
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;

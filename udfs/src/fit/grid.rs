@@ -3,6 +3,7 @@
 //! first touched.
 
 use super::*;
+use crate::labels::Label;
 
 /// One distinct score (exact mode) or one grid cell: sums of 1 and t, and the first two
 /// moments of the offset from `lo` under both.
@@ -98,11 +99,11 @@ pub(super) fn finite_range(s: &[f64]) -> Option<(f64, f64)> {
 
 /// The IPS targets y / max(q, clip) into `t`; false when a label is not 0/1 or a propensity
 /// is not in (0, 1]. One branch-free pass that vectorises.
-pub(super) fn ips_targets(y: &[f64], q: &[f64], clip: f64, t: &mut [f64]) -> bool {
+pub(super) fn ips_targets<Y: Label>(y: &[Y], q: &[f64], clip: f64, t: &mut [f64]) -> bool {
     let mut ok = true;
     for ((t, &y), &q) in t.iter_mut().zip(y).zip(q) {
-        ok &= ((y == 0.0) | (y == 1.0)) & (q > 0.0) & (q <= 1.0);
-        *t = y / q.max(clip);
+        ok &= y.is_label() & (q > 0.0) & (q <= 1.0);
+        *t = y.to_f64() / q.max(clip);
     }
     ok
 }

@@ -9,9 +9,10 @@ use arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
-    all_labels, check_p, check_propensity, check_y, f64s, for_each_row, list_parts, usable_rows,
+    check_p, check_propensity, check_y, f64s, for_each_row, list_parts, usable_rows,
 };
 use crate::kernel::Kernel;
+use crate::labels::{all_labels, f64_labels, with_labels, Label};
 use crate::model::Model;
 
 use super::*;
@@ -41,7 +42,7 @@ impl FitKernel {
     /// filter): the columns are checked in bulk, the targets computed in one vectorised pass,
     /// and the rows added in a tight loop. Returns false, having changed nothing, when a value
     /// is bad: the per-row path then finds the first bad row and reports it.
-    pub(super) fn update_whole(&mut self, s: &[f64], y: &[f64], q: Option<&[f64]>) -> bool {
+    pub(super) fn update_whole<Y: Label>(&mut self, s: &[f64], y: &[Y], q: Option<&[f64]>) -> bool {
         let Some((lo, hi)) = finite_range(s) else {
             return false;
         };
@@ -49,8 +50,15 @@ impl FitKernel {
             return false;
         }
         let t: &[f64] = match q {
-            None if all_labels(y) => y,
-            None => return false,
+            None if !all_labels(y) => return false,
+            None => match Y::as_f64s(y) {
+                Some(y) => y,
+                None => {
+                    self.targets.clear();
+                    self.targets.extend(y.iter().map(|y| y.to_f64()));
+                    &self.targets
+                }
+            },
             Some(q) => {
                 self.targets.resize(s.len(), 0.0);
                 if !ips_targets(y, q, self.clip, &mut self.targets) {
@@ -159,14 +167,19 @@ impl Kernel for FitKernel {
     ) -> Result<()> {
         let func = self.func();
         let s = f64s(&values[0]).values();
-        let y = f64s(&values[1]).values();
         let q = self.prop_col.map(|pc| &f64s(&values[pc]).values()[..]);
         let mut cols = vec![&values[0], &values[1]];
         cols.extend(self.prop_col.map(|pc| &values[pc]));
         let mask = usable_rows(&cols, filter);
-        if mask.is_none() && self.groups.len() == 1 && self.update_whole(s, y, q) {
+        // Labels as they are stored on the fast path.
+        if mask.is_none()
+            && self.groups.len() == 1
+            && with_labels!(&values[1], |y| self.update_whole(s, y, q)) == Some(true)
+        {
             return Ok(());
         }
+        let y_f64 = f64_labels(&values[1])?;
+        let y = &y_f64[..];
         let clip = self.clip;
         let method = self.method;
         let score = if matches!(
@@ -344,5 +357,9 @@ impl Kernel for FitKernel {
 
     fn size(&self) -> usize {
         self.bytes + self.groups.capacity() * size_of::<FitState>()
+    }
+
+    fn native_labels(&self) -> bool {
+        true
     }
 }

@@ -11,6 +11,8 @@
 //! row with 48-byte bins). The packed counts move to f64 sums before either half could reach
 //! 2^32; merged states go to those f64 sums directly.
 
+use crate::labels::Label;
+
 /// Per-bin sums: row count, Σw, Σw·p, Σw·y, Σw·(y − p), Σw².
 pub(crate) type BinStats = [f64; 6];
 pub(crate) const NSTATS: usize = 6;
@@ -49,10 +51,9 @@ struct Hot {
 const POSITIVE: u64 = 1 << 32;
 
 #[inline(always)]
-fn add_hot(into: &mut Hot, p: f64, y: f64) {
-    // y is a checked label, 0 or 1 (or −0): bit 52 of its pattern, the lowest bit of the
-    // exponent, is 1 for 1.0 and 0 for ±0.0 — cheaper than a float-to-integer conversion.
-    into.n += 1 + (((y.to_bits() >> 52) & 1) << 32);
+fn add_hot<Y: Label>(into: &mut Hot, p: f64, y: Y) {
+    // y is a checked label, 0 or 1.
+    into.n += 1 + (y.bit() << 32);
     into.p += p;
 }
 
@@ -225,12 +226,12 @@ impl BinSums {
     /// p its bin and the p it counts. One tight loop per storage, with nothing between the
     /// rows but their own loads and stores, so the processor overlaps the cache misses of the
     /// rows in flight (the profile showed a call per row here before).
-    pub(crate) fn add_rows_grouped(
+    pub(crate) fn add_rows_grouped<Y: Label>(
         &mut self,
         bin: impl Fn(f64) -> (usize, f64),
         groups: &[usize],
         p: &[f64],
-        y: &[f64],
+        y: &[Y],
         w: Option<&[f64]>,
     ) {
         let m = self.m;
@@ -245,7 +246,12 @@ impl BinSums {
             Storage::Weighted(full) => {
                 for (i, (&g, &pi)) in groups.iter().zip(p).enumerate() {
                     let (b, pi) = bin(pi);
-                    add_row(&mut full[g * m + b], pi, y[i], w.map_or(1.0, |w| w[i]));
+                    add_row(
+                        &mut full[g * m + b],
+                        pi,
+                        y[i].to_f64(),
+                        w.map_or(1.0, |w| w[i]),
+                    );
                 }
             }
         }
@@ -258,11 +264,11 @@ impl BinSums {
     /// the 1e-12 relative the round-trip tests allow). With many bins collisions are rare and
     /// the copies would cost more to clear than they save: past 256 bins rows go straight to
     /// the bins.
-    pub(crate) fn add_rows_one_group(
+    pub(crate) fn add_rows_one_group<Y: Label>(
         &mut self,
         bin: impl Fn(f64) -> (usize, f64),
         p: &[f64],
-        y: &[f64],
+        y: &[Y],
         w: Option<&[f64]>,
     ) {
         const LANES: usize = 8;
@@ -270,7 +276,7 @@ impl BinSums {
         if m > 256 {
             for i in 0..p.len() {
                 let (b, pi) = bin(p[i]);
-                self.add_row(0, b, pi, y[i], w.map_or(1.0, |w| w[i]));
+                self.add_row(0, b, pi, y[i].to_f64(), w.map_or(1.0, |w| w[i]));
             }
             return;
         }
@@ -281,7 +287,7 @@ impl BinSums {
             Storage::Unweighted { .. } => {
                 for i in 0..p.len() {
                     let (b, pi) = bin(p[i]);
-                    self.add_row(0, b, pi, y[i], 1.0);
+                    self.add_row(0, b, pi, y[i].to_f64(), 1.0);
                 }
             }
             Storage::Weighted(full) => {
@@ -291,7 +297,7 @@ impl BinSums {
                     add_row(
                         &mut lanes[i % LANES * m + b],
                         pi,
-                        y[i],
+                        y[i].to_f64(),
                         w.map_or(1.0, |w| w[i]),
                     );
                 }
@@ -308,11 +314,11 @@ impl BinSums {
     /// checks the rows as it goes (p in [0, 1], y 0 or 1) instead of in passes of their own:
     /// false, with nothing added, when a row fails (the caller then takes the checked path,
     /// which names the bad value) or the kernel is weighted or has more bins.
-    pub(crate) fn try_add_unweighted_one_group(
+    pub(crate) fn try_add_unweighted_one_group<Y: Label>(
         &mut self,
         bin: impl Fn(f64) -> (usize, f64),
         p: &[f64],
-        y: &[f64],
+        y: &[Y],
     ) -> bool {
         const LANES: usize = 8;
         let m = self.m;
@@ -329,7 +335,7 @@ impl BinSums {
             let copy: [&mut [Hot]; LANES] =
                 std::array::from_fn(|_| copies.next().expect("LANES copies"));
             let n = p.len() / LANES * LANES;
-            let valid = |p: f64, y: f64| (0.0..=1.0).contains(&p) & ((y == 0.0) | (y == 1.0));
+            let valid = |p: f64, y: Y| (0.0..=1.0).contains(&p) & y.is_label();
             // Lane j of every chunk of LANES rows goes to copy j: a constant offset, unrolled
             // by the compiler.
             for (pc, yc) in p[..n].chunks_exact(LANES).zip(y[..n].chunks_exact(LANES)) {

@@ -21,17 +21,19 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
-use super::bin_sums::{self, BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
-use super::binning::{quantile_edges, quantile_edges_unsorted, FixedBins, Strategy};
+use super::bin_sums::{BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
+use super::binning::{FixedBins, Strategy};
+use super::quantile_bins::quantile_bins;
 use crate::common::{
-    all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
-    fixed_lists, for_each_row, list_parts, literal, literal_checked, n_bins, usable_rows,
-    weight_col, Arg, CallShape,
+    all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, fixed_lists,
+    for_each_row, list_parts, literal, literal_checked, n_bins, usable_rows, weight_col, Arg,
+    CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::labels::{all_labels, f64_labels, with_labels, Label};
 use crate::scalars::wilson;
 use crate::stats::normal_quantile;
-use crate::values::{self, Rows, ValueStore};
+use crate::values::{self, ValueStore};
 
 /// Default number of bins, as in Kweon et al. and Guo et al.
 pub const DEFAULT_BINS: usize = 15;
@@ -325,10 +327,10 @@ impl AggregateUDFImpl for Binned {
 }
 
 /// One bin of a finished group, with the edges `reliability` reports.
-struct Bin {
-    stats: BinStats,
-    lower: Option<f64>,
-    upper: Option<f64>,
+pub(super) struct Bin {
+    pub(super) stats: BinStats,
+    pub(super) lower: Option<f64>,
+    pub(super) upper: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -382,8 +384,7 @@ impl BinnedKernel {
     ) -> Result<()> {
         let func = self.func;
         let p = f64s(&values[0]).values();
-        let y = f64s(&values[1]).values();
-        let w = self.w_col.map(|c| f64s(&values[c]).values());
+        let w: Option<&[f64]> = self.w_col.map(|c| &f64s(&values[c]).values()[..]);
         let mut data = vec![&values[0], &values[1]];
         if let Some(c) = self.w_col {
             data.push(&values[c]);
@@ -393,27 +394,15 @@ impl BinnedKernel {
         let one_group = self.sums.num_groups() == 1;
         let sums = &mut self.sums;
         sums.reserve_rows(p.len());
-        // The common case, checked as it is binned.
+        // The common case: no NULLs, no filter, every row good. Labels as they are stored.
         if mask.is_none()
-            && one_group
-            && w.is_none()
-            && sums.try_add_unweighted_one_group(&bin, p, y)
+            && with_labels!(&values[1], |y| {
+                add_good_rows(sums, &bin, one_group, groups, p, y, w)
+            }) == Some(true)
         {
             return Ok(());
         }
-        let fast = mask.is_none()
-            && all_probabilities(p)
-            && all_labels(y)
-            && w.is_none_or(|w| all_weights(w));
-        if fast && !one_group {
-            sums.add_rows_grouped(bin, groups, p, y, w.map(|w| &w[..]));
-            return Ok(());
-        }
-        if fast {
-            // One group, weighted or with more than 256 bins.
-            sums.add_rows_one_group(bin, p, y, w.map(|w| &w[..]));
-            return Ok(());
-        }
+        let y = f64_labels(&values[1])?;
         let mut add_row = |i: usize, pi: f64, yi: f64, wi: f64| {
             let g = if one_group { 0 } else { groups[i] };
             let (b, pi) = bin(pi);
@@ -450,142 +439,32 @@ impl BinnedKernel {
     }
 }
 
-/// Bins a group's rows by `'quantile'` edges computed from them. A row goes to the number of
-/// inner edges strictly below its p (`searchsorted(…, side='left')`), so equal p always
-/// share a bin; equal edges leave empty bins between them.
-fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
-    let mut out: Vec<Bin> = (0..m)
-        .map(|_| Bin {
-            stats: [0.0; NSTATS],
-            lower: None,
-            upper: None,
-        })
-        .collect();
-    if rows.len() == 0 {
-        return out;
+/// Adds a batch's rows (no NULLs, no filter) when every one is good — p in [0, 1], y 0 or 1,
+/// w finite and ≥ 0 — and returns true; false, with nothing added, when one is not (the
+/// checked path then finds it and names it). The unweighted one-group case checks the rows
+/// as it bins them instead of in passes of their own.
+fn add_good_rows<Y: Label>(
+    sums: &mut BinSums,
+    bin: &impl Fn(f64) -> (usize, f64),
+    one_group: bool,
+    groups: &[usize],
+    p: &[f64],
+    y: &[Y],
+    w: Option<&[f64]>,
+) -> bool {
+    if one_group && w.is_none() && sums.try_add_unweighted_one_group(bin, p, y) {
+        return true;
     }
-    if let Some(edges) = quantile_edges_unsorted(rows, m) {
-        // Unweighted and many rows: edges by selection, rows binned where they lie.
-        let inner = &edges[1..m];
-        for (k, bin) in out.iter_mut().enumerate() {
-            bin.lower = Some(edges[k]);
-            bin.upper = Some(edges[k + 1]);
-        }
-        let below = EdgeTable::new(inner);
-        for c in 0..2 {
-            // Four copies of the sums, row i to copy i mod 4, so that rows of the same bin
-            // do not wait for each other's addition (summed at the end).
-            const COPIES: usize = 4;
-            let mut copies = vec![[0.0; 2]; COPIES * m];
-            for part in rows.parts(c) {
-                let chunks = part.chunks_exact(COPIES);
-                let rest = chunks.remainder();
-                for chunk in chunks {
-                    for (k, &p) in chunk.iter().enumerate() {
-                        let s = &mut copies[k * m + below.count(p)];
-                        s[0] += 1.0;
-                        s[1] += p;
-                    }
-                }
-                for &p in rest {
-                    let s = &mut copies[below.count(p)];
-                    s[0] += 1.0;
-                    s[1] += p;
-                }
-            }
-            let sums = (0..m).map(|b| {
-                (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
-                    let s = copies[k * m + b];
-                    [n + s[0], sp + s[1]]
-                })
-            });
-            for (bin, [count, sum_p]) in out.iter_mut().zip(sums) {
-                let y_sum = count * c as f64;
-                let s = &mut bin.stats;
-                s[CNT] += count;
-                s[W] += count;
-                s[WW] += count;
-                s[WP] += sum_p;
-                s[WY] += y_sum;
-                s[WD] += y_sum - sum_p;
-            }
-        }
-        return out;
+    if !(all_probabilities(p) && all_labels(y) && w.is_none_or(all_weights)) {
+        return false;
     }
-    rows.sort();
-    let edges = quantile_edges(rows, m);
-    let inner = &edges[1..m];
-    for (k, bin) in out.iter_mut().enumerate() {
-        bin.lower = Some(edges[k]);
-        bin.upper = Some(edges[k + 1]);
+    if one_group {
+        // Weighted, or more than 256 bins.
+        sums.add_rows_one_group(bin, p, y, w);
+    } else {
+        sums.add_rows_grouped(bin, groups, p, y, w);
     }
-    for c in 0..2 {
-        let y = c as f64;
-        let (ps, ws) = (&rows.p[c], &rows.w[c]);
-        // Rows are sorted: walk the edges along with them.
-        let mut b = 0;
-        for (i, &p) in ps.iter().enumerate() {
-            while b < inner.len() && inner[b] < p {
-                b += 1;
-            }
-            let w = ws.get(i).copied().unwrap_or(1.0);
-            bin_sums::add_row(&mut out[b.min(m - 1)].stats, p, y, w);
-        }
-    }
-    out
-}
-
-/// The number of edges strictly below a probability, for the many rows of `'quantile'`
-/// bins: a table over 4,096 equal cells of [0, 1] answers for every cell that no edge comes
-/// near (all but a few dozen), the edges themselves for the rest (a branch-free count for few
-/// bins; a binary search mispredicts about every other step on distinct scores).
-struct EdgeTable<'a> {
-    edges: &'a [f64],
-    /// Per cell, the count for every p in it, or `NEAR_AN_EDGE`.
-    cells: Vec<u16>,
-}
-
-impl<'a> EdgeTable<'a> {
-    const CELLS: usize = 4096;
-    const NEAR_AN_EDGE: u16 = u16::MAX;
-
-    fn new(edges: &'a [f64]) -> Self {
-        let below = |x: f64| edges.partition_point(|&e| e < x);
-        let t = Self::CELLS as f64;
-        // A p that `cell` puts in cell i lies in [i/T, (i+1)/T] up to rounding: the count is
-        // the same for all of them when it is the same at both ends of the cell widened by a
-        // cell on each side (exact: T is a power of two).
-        let cells = (0..Self::CELLS)
-            .map(|i| {
-                let (lo, hi) = (below((i as f64 - 1.0) / t), below((i as f64 + 2.0) / t));
-                if lo == hi && lo < usize::from(Self::NEAR_AN_EDGE) {
-                    lo as u16
-                } else {
-                    Self::NEAR_AN_EDGE
-                }
-            })
-            .collect();
-        Self { edges, cells }
-    }
-
-    /// The number of edges strictly below p, for p in [0, 1].
-    #[inline(always)]
-    fn count(&self, p: f64) -> usize {
-        let cell = ((p * Self::CELLS as f64) as u32).min(Self::CELLS as u32 - 1);
-        match self.cells[cell as usize] {
-            Self::NEAR_AN_EDGE => self.exact(p),
-            n => usize::from(n),
-        }
-    }
-
-    #[cold]
-    fn exact(&self, p: f64) -> usize {
-        if self.edges.len() <= 32 {
-            self.edges.iter().fold(0, |n, &e| n + usize::from(e < p))
-        } else {
-            self.edges.partition_point(|&e| e < p)
-        }
-    }
+    true
 }
 
 fn total_weight(bins: &[Bin]) -> f64 {
@@ -813,6 +692,10 @@ impl Kernel for BinnedKernel {
 
     fn size(&self) -> usize {
         self.sums.size() + self.values.size()
+    }
+
+    fn native_labels(&self) -> bool {
+        true
     }
 
     fn retractable(&self) -> bool {

@@ -22,10 +22,11 @@ use datafusion_macros::user_doc;
 use hashbrown::HashMap;
 
 use crate::common::{
-    all_labels, all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s,
-    for_each_row, list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
+    all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, for_each_row,
+    list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::labels::all_labels;
 
 /// Default smoothing of the RCE denominator [Pan et al.].
 pub const DEFAULT_RCE_EPS: f64 = 0.01;

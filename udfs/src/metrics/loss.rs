@@ -16,11 +16,12 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    all_labels, all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
+    all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
 use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::labels::{all_labels, f64_labels, with_labels};
 
 /// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
 pub const DEFAULT_EPS: f64 = f64::EPSILON;
@@ -322,7 +323,6 @@ impl Kernel for LossKernel {
     ) -> Result<()> {
         let (func, eps, clip, kind) = (self.func, self.eps, self.clip, self.kind);
         let p = f64s(&values[0]).values();
-        let y = f64s(&values[1]).values();
         // The third data column: the weight, or ips_logloss's propensity.
         let extra_col = match kind {
             LossKind::IpsLogLoss => Some(2),
@@ -352,7 +352,10 @@ impl Kernel for LossKernel {
         let log_kind = matches!(kind, LossKind::LogLoss | LossKind::NormalizedEntropy);
         if mask.is_none() && one_group && log_kind && extra.is_none() && eps >= f64::EPSILON {
             // Checks the rows as it adds them up; a bad row falls through to the checked path.
-            if let Some([l, yw]) = log_loss_sums_unweighted(p, y, eps) {
+            // Labels as they are stored.
+            if let Some(Some([l, yw])) =
+                with_labels!(&values[1], |y| log_loss_sums_unweighted(p, y, eps))
+            {
                 sw[0] += p.len() as f64;
                 sl[0] += l;
                 if ne {
@@ -361,6 +364,8 @@ impl Kernel for LossKernel {
                 return Ok(());
             }
         }
+        let y_f64 = f64_labels(&values[1])?;
+        let y = &y_f64[..];
         let fast = mask.is_none()
             && all_probabilities(p)
             && all_labels(y)
@@ -475,6 +480,10 @@ impl Kernel for LossKernel {
 
     fn size(&self) -> usize {
         (self.sw.capacity() + self.sl.capacity() + self.sy.capacity()) * size_of::<f64>()
+    }
+
+    fn native_labels(&self) -> bool {
+        true
     }
 
     fn retractable(&self) -> bool {

@@ -2,11 +2,14 @@
 //! - [`binning`]: the bin rules of every tool whose numbers we reproduce (shared);
 //! - [`binned`]: `ece`, `mce`, `reliability`, `ace`, `rmsce`;
 //! - [`bin_sums`]: their per-bin sums (fixed-edge bins);
+//! - [`quantile_bins`]: their `'quantile'` bins over kept rows;
 //! - [`loss`]: `logloss`, `brier`, `ips_logloss`, `normalized_entropy`;
 //! - [`auc`]: exact ROC AUC;
 //! - [`field`]: `field_ece`, `field_rce`;
 //! - [`smooth`]: `smooth_ece` (relplot's smooth ECE);
-//! - [`debiased`]: `ece_debiased` (Kumar et al.'s debiased L2 error).
+//! - [`debiased`]: `ece_debiased` (Kumar et al.'s debiased L2 error);
+//! - [`multi_field`]: `multi_field_rce` (field_rce over several fields);
+//! - [`mvce`]: `mvce` (multi-view calibration error).
 
 pub mod auc;
 mod bin_sums;
@@ -17,4 +20,5 @@ pub mod field;
 pub mod loss;
 pub mod multi_field;
 pub mod mvce;
+mod quantile_bins;
 pub mod smooth;

@@ -1,0 +1,146 @@
+//! The bins of the `'quantile'` rule (scikit-learn's `calibration_curve(strategy='quantile')`)
+//! over a group's kept rows: edges from M − 1 order statistics (a selection, not a sort), then
+//! every row counted into its bin.
+
+use super::bin_sums::{self, CNT, NSTATS, W, WD, WP, WW, WY};
+use super::binned::Bin;
+use super::binning::{quantile_edges, quantile_edges_unsorted};
+use crate::values::Rows;
+
+/// Bins a group's rows by `'quantile'` edges computed from them. A row goes to the number of
+/// inner edges strictly below its p (`searchsorted(…, side='left')`), so equal p always
+/// share a bin; equal edges leave empty bins between them.
+pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
+    let mut out: Vec<Bin> = (0..m)
+        .map(|_| Bin {
+            stats: [0.0; NSTATS],
+            lower: None,
+            upper: None,
+        })
+        .collect();
+    if rows.len() == 0 {
+        return out;
+    }
+    if let Some(edges) = quantile_edges_unsorted(rows, m) {
+        // Unweighted and many rows: edges by selection, rows binned where they lie.
+        let inner = &edges[1..m];
+        for (k, bin) in out.iter_mut().enumerate() {
+            bin.lower = Some(edges[k]);
+            bin.upper = Some(edges[k + 1]);
+        }
+        let below = EdgeTable::new(inner);
+        for c in 0..2 {
+            // Four copies of the sums, row i to copy i mod 4, so that rows of the same bin
+            // do not wait for each other's addition (summed at the end).
+            const COPIES: usize = 4;
+            let mut copies = vec![[0.0; 2]; COPIES * m];
+            for part in rows.parts(c) {
+                let chunks = part.chunks_exact(COPIES);
+                let rest = chunks.remainder();
+                for chunk in chunks {
+                    for (k, &p) in chunk.iter().enumerate() {
+                        let s = &mut copies[k * m + below.count(p)];
+                        s[0] += 1.0;
+                        s[1] += p;
+                    }
+                }
+                for &p in rest {
+                    let s = &mut copies[below.count(p)];
+                    s[0] += 1.0;
+                    s[1] += p;
+                }
+            }
+            let sums = (0..m).map(|b| {
+                (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
+                    let s = copies[k * m + b];
+                    [n + s[0], sp + s[1]]
+                })
+            });
+            for (bin, [count, sum_p]) in out.iter_mut().zip(sums) {
+                let y_sum = count * c as f64;
+                let s = &mut bin.stats;
+                s[CNT] += count;
+                s[W] += count;
+                s[WW] += count;
+                s[WP] += sum_p;
+                s[WY] += y_sum;
+                s[WD] += y_sum - sum_p;
+            }
+        }
+        return out;
+    }
+    rows.sort();
+    let edges = quantile_edges(rows, m);
+    let inner = &edges[1..m];
+    for (k, bin) in out.iter_mut().enumerate() {
+        bin.lower = Some(edges[k]);
+        bin.upper = Some(edges[k + 1]);
+    }
+    for c in 0..2 {
+        let y = c as f64;
+        let (ps, ws) = (&rows.p[c], &rows.w[c]);
+        // Rows are sorted: walk the edges along with them.
+        let mut b = 0;
+        for (i, &p) in ps.iter().enumerate() {
+            while b < inner.len() && inner[b] < p {
+                b += 1;
+            }
+            let w = ws.get(i).copied().unwrap_or(1.0);
+            bin_sums::add_row(&mut out[b.min(m - 1)].stats, p, y, w);
+        }
+    }
+    out
+}
+
+/// The number of edges strictly below a probability, for the many rows of `'quantile'`
+/// bins: a table over 4,096 equal cells of [0, 1] answers for every cell that no edge comes
+/// near (all but a few dozen), the edges themselves for the rest (a branch-free count for few
+/// bins; a binary search mispredicts about every other step on distinct scores).
+struct EdgeTable<'a> {
+    edges: &'a [f64],
+    /// Per cell, the count for every p in it, or `NEAR_AN_EDGE`.
+    cells: Vec<u16>,
+}
+
+impl<'a> EdgeTable<'a> {
+    const CELLS: usize = 4096;
+    const NEAR_AN_EDGE: u16 = u16::MAX;
+
+    fn new(edges: &'a [f64]) -> Self {
+        let below = |x: f64| edges.partition_point(|&e| e < x);
+        let t = Self::CELLS as f64;
+        // A p that `cell` puts in cell i lies in [i/T, (i+1)/T] up to rounding: the count is
+        // the same for all of them when it is the same at both ends of the cell widened by a
+        // cell on each side (exact: T is a power of two).
+        let cells = (0..Self::CELLS)
+            .map(|i| {
+                let (lo, hi) = (below((i as f64 - 1.0) / t), below((i as f64 + 2.0) / t));
+                if lo == hi && lo < usize::from(Self::NEAR_AN_EDGE) {
+                    lo as u16
+                } else {
+                    Self::NEAR_AN_EDGE
+                }
+            })
+            .collect();
+        Self { edges, cells }
+    }
+
+    /// The number of edges strictly below p, for p in [0, 1].
+    #[inline(always)]
+    fn count(&self, p: f64) -> usize {
+        let cell = ((p * Self::CELLS as f64) as u32).min(Self::CELLS as u32 - 1);
+        match self.cells[cell as usize] {
+            Self::NEAR_AN_EDGE => self.exact(p),
+            n => usize::from(n),
+        }
+    }
+
+    #[cold]
+    fn exact(&self, p: f64) -> usize {
+        if self.edges.len() <= 32 {
+            self.edges.iter().fold(0, |n, &e| n + usize::from(e < p))
+        } else {
+            self.edges.partition_point(|&e| e < p)
+        }
+    }
+}
