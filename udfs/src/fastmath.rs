@@ -15,7 +15,7 @@
 // fdlibm's coefficients as published (more digits than an f64 holds; they round to it).
 #![allow(clippy::excessive_precision)]
 
-use crate::labels::Label;
+use crate::labels::{label_values, Label};
 
 const LG1: f64 = 6.666666666666735130e-01;
 const LG2: f64 = 3.999999999940941908e-01;
@@ -221,8 +221,7 @@ pub(crate) fn log_loss_sums_unweighted<Y: Label>(p: &[f64], y: &[Y], eps: f64) -
     // almost always confidently right) the rows are added up one logarithm at a time instead,
     // which keeps every batch within 2⁻⁴³ relative.
     if loss < p.len() as f64 * (1.0 / 1024.0) {
-        let y: Vec<f64> = y.iter().map(|y| y.to_f64()).collect();
-        let [_, l, y] = log_loss_sums(p, &y, None, eps);
+        let [_, l, y] = log_loss_sums(p, &label_values(y), None, eps);
         return Some([l, y]);
     }
     Some([loss, positives])

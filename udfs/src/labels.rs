@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use arrow::array::{ArrayRef, AsArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, Int8Type};
+use arrow::datatypes::{DataType, Float64Type};
 use datafusion_common::Result;
 
 /// A label value as stored: 0 or 1 when it is good.
@@ -124,24 +124,26 @@ pub(crate) fn as_f64_labels(values: &[ArrayRef]) -> Result<Cow<'_, [ArrayRef]>> 
     }
 }
 
-/// One label column as Float64 values (cast when it is not Float64).
+/// One label column as Float64 values: borrowed when it is Float64, converted when it is
+/// another of [`is_native`]'s types, cast otherwise.
 pub(crate) fn f64_labels(a: &ArrayRef) -> Result<Cow<'_, [f64]>> {
-    Ok(match a.data_type() {
-        DataType::Float64 => Cow::Borrowed(a.as_primitive::<Float64Type>().values()),
-        DataType::Int8 => Cow::Owned(to_f64s(a.as_primitive::<Int8Type>().values())),
-        DataType::Int32 => Cow::Owned(to_f64s(a.as_primitive::<Int32Type>().values())),
-        DataType::Int64 => Cow::Owned(to_f64s(a.as_primitive::<Int64Type>().values())),
-        _ => Cow::Owned(
-            cast(a, &DataType::Float64)?
-                .as_primitive::<Float64Type>()
-                .values()
-                .to_vec(),
-        ),
-    })
+    if let Some(v) = with_labels!(a, |y| label_values(y)) {
+        return Ok(v);
+    }
+    Ok(Cow::Owned(
+        cast(a, &DataType::Float64)?
+            .as_primitive::<Float64Type>()
+            .values()
+            .to_vec(),
+    ))
 }
 
-fn to_f64s<Y: Label>(v: &[Y]) -> Vec<f64> {
-    v.iter().map(|y| y.to_f64()).collect()
+/// Labels as Float64 values: borrowed when they are Float64 already, converted otherwise.
+pub(crate) fn label_values<Y: Label>(v: &[Y]) -> Cow<'_, [f64]> {
+    match Y::as_f64s(v) {
+        Some(v) => Cow::Borrowed(v),
+        None => Cow::Owned(v.iter().map(|y| y.to_f64()).collect()),
+    }
 }
 
 #[cfg(test)]
