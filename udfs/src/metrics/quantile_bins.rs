@@ -1,6 +1,7 @@
 //! The bins of the `'quantile'` rule (scikit-learn's `calibration_curve(strategy='quantile')`)
-//! over a group's kept rows: edges from M − 1 order statistics (a selection, not a sort), then
-//! every row counted into its bin.
+//! over a group's kept rows: edges from the order statistics numpy's percentiles interpolate
+//! between (two per edge, found by a selection, not a sort), then every row counted into its
+//! bin.
 
 use super::bin_sums::{self, CNT, NSTATS, W, WD, WP, WW, WY};
 use super::binned::Bin;
