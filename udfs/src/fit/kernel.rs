@@ -29,8 +29,6 @@ pub(super) struct FitKernel {
     pub(super) clip: f64,
     pub(super) groups: Vec<FitState>,
     pub(super) bytes: usize,
-    /// Scratch: the targets of the batch on the fast path.
-    pub(super) targets: Vec<f64>,
 }
 
 impl FitKernel {
@@ -39,9 +37,10 @@ impl FitKernel {
     }
 
     /// The fast path of one group with every row usable (no `GROUP BY`, no NULLs, no
-    /// filter): the columns are checked in bulk, the targets computed in one vectorised pass,
-    /// and the rows added in a tight loop. Returns false, having changed nothing, when a value
-    /// is bad: the per-row path then finds the first bad row and reports it.
+    /// filter): the columns are checked in bulk (vectorised passes), and the rows added in a
+    /// tight loop that computes the targets as it goes. Returns false, having changed
+    /// nothing, when a value is bad: the per-row path then finds the first bad row and
+    /// reports it.
     pub(super) fn update_whole<Y: Label>(&mut self, s: &[f64], y: &[Y], q: Option<&[f64]>) -> bool {
         let Some((lo, hi)) = finite_range(s) else {
             return false;
@@ -49,23 +48,19 @@ impl FitKernel {
         if self.method.takes_probability() && !(lo >= 0.0 && hi <= 1.0) {
             return false;
         }
-        let t: &[f64] = match q {
-            None if !all_labels(y) => return false,
-            None => match Y::as_f64s(y) {
-                Some(y) => y,
-                None => {
-                    self.targets.clear();
-                    self.targets.extend(y.iter().map(|y| y.to_f64()));
-                    &self.targets
-                }
-            },
-            Some(q) => {
-                self.targets.resize(s.len(), 0.0);
-                if !ips_targets(y, q, self.clip, &mut self.targets) {
-                    return false;
-                }
-                &self.targets
+        if !all_labels(y) {
+            return false;
+        }
+        if let Some(q) = q {
+            // Propensities in (0, 1]: finite_range also rejects NaN.
+            if !finite_range(q).is_some_and(|(a, b)| a > 0.0 && b <= 1.0) {
+                return false;
             }
+        }
+        let clip = self.clip;
+        let target = |i: usize| match q {
+            None => y[i].to_f64(),
+            Some(q) => y[i].to_f64() / q[i].max(clip),
         };
         let st = &mut self.groups[0];
         let before = st.len_bytes();
@@ -73,11 +68,14 @@ impl FitKernel {
         st.observe_range(lo, hi);
         let mut i = 0;
         while i < s.len() && !st.is_grid() {
-            st.add_point(s[i], 1.0, t[i]);
+            st.add_point(s[i], 1.0, target(i));
             i += 1;
         }
         if let Some(grid) = &mut st.grid {
-            grid.add_rows(&s[i..], &t[i..]);
+            match q {
+                None => grid.add_labelled(&s[i..], &y[i..]),
+                Some(q) => grid.add_weighted(&s[i..], &y[i..], &q[i..], clip),
+            }
         }
         self.bytes = self.bytes + st.len_bytes() - before;
         true
@@ -119,7 +117,6 @@ impl FitKernel {
             clip: 0.0,
             groups: vec![],
             bytes: 0,
-            targets: vec![],
         }
     }
 
@@ -144,7 +141,6 @@ impl Kernel for FitKernel {
             clip: self.clip,
             groups: vec![],
             bytes: 0,
-            targets: vec![],
         })
     }
 

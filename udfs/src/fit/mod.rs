@@ -592,7 +592,6 @@ impl Fit {
             clip,
             groups: vec![],
             bytes: 0,
-            targets: vec![],
         })
     }
 }

@@ -92,13 +92,7 @@ impl FitState {
         let Some(grid) = &mut self.grid else {
             return internal_err!("fit: a grid cell merged into an exact state");
         };
-        let c = grid.cell(id as u32, idx);
-        c.n += e.n;
-        c.t += e.t;
-        c.nd += e.nd;
-        c.nd2 += e.nd2;
-        c.td += e.td;
-        c.td2 += e.td2;
+        grid.cell(id as u32, idx).merge(e);
         Ok(())
     }
 
@@ -131,21 +125,8 @@ impl FitState {
                 .collect(),
             Some(g) => g
                 .iter()
-                .filter(|(_, _, c)| c.n > 0.0)
-                .map(|(id, i, c)| {
-                    (
-                        ((id as i64) << 20) | i as i64,
-                        Entry {
-                            lo: cell_start(id, i),
-                            n: c.n,
-                            t: c.t,
-                            nd: c.nd,
-                            nd2: c.nd2,
-                            td: c.td,
-                            td2: c.td2,
-                        },
-                    )
-                })
+                .filter(|(_, _, c)| c.n() > 0.0)
+                .map(|(id, i, c)| (((id as i64) << 20) | i as i64, c.entry(cell_start(id, i))))
                 .collect(),
         }
     }
