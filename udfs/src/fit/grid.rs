@@ -1,6 +1,6 @@
-//! The fixed grid a fit's state switches to past `EXACT_CAP` distinct scores (see the
-//! module documentation of `fit`): cells of relative width 2⁻⁸, in blocks allocated when
-//! first touched.
+//! The fixed grid a fit's state switches to past its exact cap (see the module
+//! documentation of `fit`): cells of relative width 2⁻⁸ (the non-parametric fits) or 2⁻⁷
+//! (the parametric ones), in blocks allocated when first touched.
 
 use super::*;
 use crate::labels::Label;
@@ -71,37 +71,18 @@ impl Cell {
     }
 }
 
-/// The grid position of a score: block id, cell index in the block, and the cell's anchor
-/// (its bound nearer zero; offsets in the cell are taken from it).
-#[inline]
-pub(super) fn cell_pos(s: f64) -> (u32, usize, f64) {
-    if s.to_bits() & !(1 << 63) < LINEAR_LIMIT_BITS {
-        let k = ((s / LINEAR_WIDTH).floor() as i64).clamp(-(BLOCK as i64), BLOCK as i64 - 1);
-        let lo = k as f64 * LINEAR_WIDTH;
-        if k < 0 {
-            (LOG_IDS, (k + BLOCK as i64) as usize, lo)
-        } else {
-            (LOG_IDS + 1, k as usize, lo)
-        }
-    } else {
-        log_cell(s.to_bits() >> SHIFT)
-    }
-}
-
-/// Bits below the cell index in a score's bit pattern.
-pub(super) const SHIFT: u32 = 52 - CELL_BITS;
 /// |s| below this (as bits) lies in the linear blocks.
 pub(super) const LINEAR_LIMIT_BITS: u64 = LINEAR_LIMIT.to_bits();
 
-/// For the top bits (sign, exponent and `CELL_BITS` of mantissa) of s: the block id (sign ×
-/// 2048 + binary exponent), the index in the block, and the cell's anchor (s with the lower
+/// For the top bits of s (sign, exponent and `bits` of mantissa): the block id (sign × 2048
+/// + binary exponent), the index in the block, and the cell's anchor (s with the lower
 /// mantissa bits cleared, i.e. truncated toward zero).
 #[inline(always)]
-pub(super) fn log_cell(top: u64) -> (u32, usize, f64) {
+fn log_cell(top: u64, bits: u32) -> (u32, usize, f64) {
     (
-        (top >> CELL_BITS) as u32,
-        (top as usize) & (BLOCK - 1),
-        f64::from_bits(top << SHIFT),
+        (top >> bits) as u32,
+        (top as usize) & ((1 << bits) - 1),
+        f64::from_bits(top << (52 - bits)),
     )
 }
 
@@ -139,32 +120,74 @@ pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
     Some(out)
 }
 
-/// The anchor of cell `idx` of block `id`.
-pub(super) fn cell_start(id: u32, idx: usize) -> f64 {
-    match id {
-        LOG_IDS => (idx as i64 - BLOCK as i64) as f64 * LINEAR_WIDTH,
-        i if i == LOG_IDS + 1 => idx as f64 * LINEAR_WIDTH,
-        _ => log_cell(((id as u64) << CELL_BITS) | idx as u64).2,
-    }
-}
-
-/// The fixed grid: blocks of `BLOCK` cells allocated when first touched, found by direct
-/// indexing (one memory access per row instead of a hash probe).
+/// The fixed grid: 2^bits cells per power of two of |s| (relative width 2^-bits) and two
+/// linear blocks of as many cells below 2⁻¹⁶, in blocks allocated when first touched and
+/// found by direct indexing (one memory access per row instead of a hash probe).
 #[derive(Debug)]
 pub(super) struct Grid {
-    /// Per block id: 1 + the block's position in `blocks`, or 0 when untouched.
+    /// `FINE_BITS` or `COARSE_BITS` (see `FitMethod::grid_bits`).
+    bits: u32,
+    /// Per block id: 1 + the block's position in `cells` (in blocks), or 0 when untouched.
     block_of: Box<[u32; N_IDS]>,
     /// The touched blocks' ids, in allocation order.
     ids: Vec<u32>,
-    blocks: Vec<[Cell; BLOCK]>,
+    /// The touched blocks' cells, 2^bits a block.
+    cells: Vec<Cell>,
 }
 
 impl Grid {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(bits: u32) -> Self {
+        debug_assert!(bits == FINE_BITS || bits == COARSE_BITS);
         Self {
+            bits,
             block_of: Box::new([0; N_IDS]),
             ids: vec![],
-            blocks: vec![],
+            cells: vec![],
+        }
+    }
+
+    fn block_len(&self) -> usize {
+        1 << self.bits
+    }
+
+    /// The key of a cell in a partial state: block id << 20 | index.
+    pub(super) fn key(id: u32, idx: usize) -> i64 {
+        ((id as i64) << 20) | idx as i64
+    }
+
+    /// The block id and index of a partial state's key, when it is one of this grid's.
+    pub(super) fn unkey(&self, key: i64) -> Option<(u32, usize)> {
+        let (id, idx) = ((key >> 20) as usize, (key & 0xF_FFFF) as usize);
+        (key >= 0 && id < N_IDS && idx < self.block_len()).then_some((id as u32, idx))
+    }
+
+    /// The grid position of a score: block id, cell index in the block, and the cell's
+    /// anchor (its bound nearer zero; offsets in the cell are taken from it).
+    #[inline]
+    fn cell_pos(&self, s: f64) -> (u32, usize, f64) {
+        if s.to_bits() & !(1 << 63) < LINEAR_LIMIT_BITS {
+            let n = self.block_len() as i64;
+            let width = LINEAR_LIMIT / n as f64;
+            let k = ((s / width).floor() as i64).clamp(-n, n - 1);
+            let lo = k as f64 * width;
+            if k < 0 {
+                (LOG_IDS, (k + n) as usize, lo)
+            } else {
+                (LOG_IDS + 1, k as usize, lo)
+            }
+        } else {
+            log_cell(s.to_bits() >> (52 - self.bits), self.bits)
+        }
+    }
+
+    /// The anchor of cell `idx` of block `id`.
+    pub(super) fn cell_start(&self, id: u32, idx: usize) -> f64 {
+        let n = self.block_len();
+        let width = LINEAR_LIMIT / n as f64;
+        match id {
+            LOG_IDS => (idx as i64 - n as i64) as f64 * width,
+            i if i == LOG_IDS + 1 => idx as f64 * width,
+            _ => log_cell(((id as u64) << self.bits) | idx as u64, self.bits).2,
         }
     }
 
@@ -174,7 +197,8 @@ impl Grid {
         if b == 0 {
             b = self.new_block(id);
         }
-        &mut self.blocks[b - 1][idx & (BLOCK - 1)]
+        let at = ((b - 1) << self.bits) | (idx & (self.block_len() - 1));
+        &mut self.cells[at]
     }
 
     #[cold]
@@ -183,8 +207,9 @@ impl Grid {
         self.ids.push(id);
         // Exact growth: a fit touches a few dozen blocks, and doubling would hold up to
         // twice the memory for the rest of the query.
-        self.blocks.reserve_exact(1);
-        self.blocks.push([Cell::default(); BLOCK]);
+        self.cells.reserve_exact(self.block_len());
+        self.cells
+            .resize(self.ids.len() << self.bits, Cell::default());
         self.block_of[id as usize] = self.ids.len() as u32;
         self.ids.len()
     }
@@ -192,34 +217,46 @@ impl Grid {
     /// Adds `n` rows of score `s` and total target `t`.
     #[inline(always)]
     pub(super) fn add(&mut self, s: f64, n: f64, t: f64) {
-        let (id, idx, lo) = cell_pos(s);
+        let (id, idx, lo) = self.cell_pos(s);
         self.cell(id, idx).add([n, t], s - lo);
     }
 
     /// Adds one row per score, `target(i)` the target of row i: the hot loop of a fit over
-    /// many distinct scores (`cargo bench --bench aggregates -- grid_update`). Scores of
-    /// |s| ≥ 2⁻¹⁶ in blocks already touched (nearly all rows) take their cell straight from
-    /// their bit pattern in an inner loop that holds the grid as plain slices (so nothing is
-    /// reloaded per row); the rest (a new block, the linear cells near zero) go through
-    /// [`Grid::add`]. With 256 cells per power of two the cells of scores spanning [-20, 20]
-    /// fit in a core's L2 cache; at 1024 this loop was bound by cache misses.
+    /// many distinct scores (`cargo bench --bench aggregates -- grid_update`), compiled once
+    /// per resolution so that its shifts are constants.
     #[inline(always)]
     fn add_rows_by(&mut self, s: &[f64], target: impl Fn(usize) -> f64) {
+        if self.bits == COARSE_BITS {
+            self.add_rows_at::<COARSE_BITS>(s, target)
+        } else {
+            self.add_rows_at::<FINE_BITS>(s, target)
+        }
+    }
+
+    /// [`Grid::add_rows_by`] at 2^BITS cells per power of two. Scores of |s| ≥ 2⁻¹⁶ in
+    /// blocks already touched (nearly all rows) take their cell straight from their bit
+    /// pattern in an inner loop that holds the grid as plain slices (so nothing is reloaded
+    /// per row); the rest (a new block, the linear cells near zero) go through
+    /// [`Grid::add`].
+    #[inline(always)]
+    fn add_rows_at<const BITS: u32>(&mut self, s: &[f64], target: impl Fn(usize) -> f64) {
+        let shift = 52 - BITS;
         let mut i = 0;
         while i < s.len() {
             let block_of: &[u32; N_IDS] = &self.block_of;
-            let blocks: &mut [[Cell; BLOCK]] = &mut self.blocks;
+            let cells: &mut [Cell] = &mut self.cells;
             while i < s.len() {
                 let bits = s[i].to_bits();
-                let top = bits >> SHIFT;
-                let b = block_of[(top >> CELL_BITS) as usize] as usize;
+                let top = bits >> shift;
+                let b = block_of[(top >> BITS) as usize] as usize;
                 // Also 0 for the blocks of |s| < 2⁻¹⁶, which stay untouched: those scores
                 // go to the linear blocks.
                 if b == 0 {
                     break;
                 }
-                let d = s[i] - f64::from_bits(top << SHIFT);
-                blocks[b - 1][top as usize & (BLOCK - 1)].add([1.0, target(i)], d);
+                let d = s[i] - f64::from_bits(top << shift);
+                let idx = top as usize & ((1 << BITS) - 1);
+                cells[((b - 1) << BITS) | idx].add([1.0, target(i)], d);
                 i += 1;
             }
             if i < s.len() {
@@ -249,13 +286,13 @@ impl Grid {
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, usize, &Cell)> + '_ {
         self.ids
             .iter()
-            .zip(&self.blocks)
+            .zip(self.cells.chunks_exact(self.block_len()))
             .flat_map(|(&id, block)| block.iter().enumerate().map(move |(i, c)| (id, i, c)))
     }
 
     pub(super) fn bytes(&self) -> usize {
         size_of::<[u32; N_IDS]>()
             + self.ids.capacity() * size_of::<u32>()
-            + self.blocks.capacity() * size_of::<[Cell; BLOCK]>()
+            + self.cells.capacity() * size_of::<Cell>()
     }
 }

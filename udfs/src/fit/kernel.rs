@@ -124,7 +124,7 @@ impl FitKernel {
     pub(super) fn clear_group(&mut self, g: usize) {
         if let Some(st) = self.groups.get_mut(g) {
             self.bytes -= st.len_bytes();
-            *st = FitState::new(self.cap);
+            *st = FitState::new(self.cap, self.method.grid_bits());
             self.bytes += st.len_bytes();
         }
     }
@@ -146,8 +146,8 @@ impl Kernel for FitKernel {
 
     fn resize(&mut self, n: usize) {
         if self.groups.len() < n {
-            let cap = self.cap;
-            self.groups.resize_with(n, || FitState::new(cap));
+            let (cap, bits) = (self.cap, self.method.grid_bits());
+            self.groups.resize_with(n, || FitState::new(cap, bits));
         }
     }
 

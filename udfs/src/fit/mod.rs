@@ -77,12 +77,13 @@ pub const DEFAULT_FIT_CLIP: f64 = 0.1;
 /// Gamma calibration's shift lies this fraction of the score range below the smallest score.
 pub const GAMMA_SHIFT_FRACTION: f64 = 1e-3;
 
-/// Grid cells per power of two of |s|: 2^CELL_BITS.
-const CELL_BITS: u32 = 8;
-const BLOCK: usize = 1 << CELL_BITS;
-/// Below this |s| the grid is linear: 2 blocks of `BLOCK` cells of width `LINEAR_WIDTH`.
+/// Grid cells per power of two of |s| are 2^bits: `FINE_BITS` for the fits compared with
+/// their references point by point (their knots move with the cells), `COARSE_BITS` for the
+/// parametric ones, whose objective is as exact at either (see the module documentation).
+const FINE_BITS: u32 = 8;
+const COARSE_BITS: u32 = 7;
+/// Below this |s| the grid is linear: 2 blocks of 2^bits cells of width 2⁻¹⁶ / 2^bits.
 const LINEAR_LIMIT: f64 = 1.0 / 65536.0; // 2^-16
-const LINEAR_WIDTH: f64 = LINEAR_LIMIT / BLOCK as f64; // 2^-26
 /// Block ids: sign × 2048 binary exponents, then the negative and positive linear blocks.
 const LOG_IDS: u32 = 4096;
 const N_IDS: usize = LOG_IDS as usize + 2;
@@ -127,6 +128,15 @@ impl FitMethod {
                 NONPARAMETRIC_EXACT_CAP
             }
             _ => EXACT_CAP,
+        }
+    }
+
+    /// The grid's resolution past the exact cap: 2^bits cells per power of two.
+    pub(crate) fn grid_bits(&self) -> u32 {
+        if self.exact_cap() == NONPARAMETRIC_EXACT_CAP {
+            FINE_BITS
+        } else {
+            COARSE_BITS
         }
     }
 

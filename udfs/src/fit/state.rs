@@ -24,6 +24,8 @@ pub(super) struct FitState {
     pub(super) hasher: DefaultHashBuilder,
     /// Distinct scores kept exactly before the grid (see `FitMethod::exact_cap`).
     pub(super) cap: usize,
+    /// The grid's resolution (`FitMethod::grid_bits`).
+    pub(super) grid_bits: u32,
     /// Grid mode (past `cap` distinct scores).
     pub(super) grid: Option<Box<Grid>>,
     pub(super) rows: i64,
@@ -32,10 +34,12 @@ pub(super) struct FitState {
 }
 
 impl FitState {
-    /// An empty state that keeps up to `cap` distinct scores exactly.
-    pub(super) fn new(cap: usize) -> Self {
+    /// An empty state that keeps up to `cap` distinct scores exactly, then switches to a
+    /// grid of 2^`grid_bits` cells per power of two.
+    pub(super) fn new(cap: usize, grid_bits: u32) -> Self {
         Self {
             cap,
+            grid_bits,
             index: HashTable::new(),
             points: vec![],
             hasher: DefaultHashBuilder::default(),
@@ -85,14 +89,13 @@ impl FitState {
 
     /// Adds a partial state's grid cell (key = block id << 20 | index).
     pub(super) fn add_cell(&mut self, key: i64, e: &Entry) -> Result<()> {
-        let (id, idx) = ((key >> 20) as usize, (key & 0xF_FFFF) as usize);
-        if id >= N_IDS || idx >= BLOCK {
-            return internal_err!("fit: grid cell key {key} out of range in a partial state");
-        }
         let Some(grid) = &mut self.grid else {
             return internal_err!("fit: a grid cell merged into an exact state");
         };
-        grid.cell(id as u32, idx).merge(e);
+        let Some((id, idx)) = grid.unkey(key) else {
+            return internal_err!("fit: grid cell key {key} out of range in a partial state");
+        };
+        grid.cell(id, idx).merge(e);
         Ok(())
     }
 
@@ -100,7 +103,7 @@ impl FitState {
     pub(super) fn switch_to_grid(&mut self) {
         let old = std::mem::take(&mut self.points);
         self.index = HashTable::new();
-        self.grid = Some(Box::new(Grid::new()));
+        self.grid = Some(Box::new(Grid::new(self.grid_bits)));
         for p in old {
             self.add_point(p.s, p.n, p.t);
         }
@@ -126,7 +129,7 @@ impl FitState {
             Some(g) => g
                 .iter()
                 .filter(|(_, _, c)| c.n() > 0.0)
-                .map(|(id, i, c)| (((id as i64) << 20) | i as i64, c.entry(cell_start(id, i))))
+                .map(|(id, i, c)| (Grid::key(id, i), c.entry(g.cell_start(id, i))))
                 .collect(),
         }
     }
