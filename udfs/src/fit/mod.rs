@@ -11,20 +11,23 @@
 //!
 //! ## State: exact points, then a fixed fine grid
 //! Rows with the same score contribute the same way, so the state is one entry per distinct
-//! score: Σ1 and Σt. Up to [`EXACT_CAP`] distinct scores per group this is exact. Beyond that
-//! the state switches to a fixed grid of cells — 256 cells per power of two of |s| (relative
-//! width 2⁻⁸) and 512 linear cells of width 2⁻²⁴ for |s| < 2⁻¹⁶ — keeping per cell Σ1, Σt
-//! and the first two moments of the offset d = s − a from the cell's anchor a (its bound
-//! nearer zero) under both weights. A cell enters the objective as the two-point rule m ± σ
-//! that matches those moments, which is exact for the terms linear in t (f is quadratic in s
-//! for Platt and Gaussian) and leaves an error of order max|softplus‴|·(f′·width)³ per row in
-//! the softplus term (measured: at most 2e-12 relative on 100,000 distinct logits,
-//! `tests/fit_grid.rs`; 1024 cells per power of two gave 1e-14 but put the cells out of the
-//! L2 cache and made the 20M-row fit about 15% slower). The grid is fixed, so merging states
-//! is exact and the result does not depend on partitioning. Cells live in blocks of 256
-//! (12 KiB) allocated when first touched and found by direct indexing, so memory is bounded
-//! by the powers of two the data spans, not by rows: scores in [−20, 20] touch at most 43
-//! blocks, about 0.5 MiB per group. Isotonic and histogram fits in
+//! score: Σ1 and Σt. Up to [`EXACT_CAP`] distinct scores per group this is exact
+//! ([`NONPARAMETRIC_EXACT_CAP`] for the fits compared point by point). Beyond that the state
+//! switches to a fixed grid of cells — 2^k cells per power of two of |s| (relative width
+//! 2⁻ᵏ) and two linear blocks of 2^k cells of width 2⁻¹⁶⁻ᵏ for |s| < 2⁻¹⁶, k =
+//! [`FitMethod::grid_bits`] — keeping per cell Σ1, Σt and the first two moments of the
+//! offset d = s − a from the cell's anchor a (its bound nearer zero) under both weights. A
+//! cell enters the objective as the two-point rule m ± σ that matches those moments, which
+//! is exact for the terms linear in t (f is quadratic in s for Platt and Gaussian) and leaves
+//! an error of order max|softplus‴|·(f′·width)³ per row in the softplus term (measured on
+//! 100,000 distinct logits, `tests/fit_grid.rs`: at most 4e-12 relative at 128 cells, 1.6e-12
+//! at 256, 1e-14 at 1024). The parametric fits use 128 cells: in a query the Parquet decoding
+//! evicts the cells between batches, and at 256 the row loop was about 25% slower (1024 was
+//! 15% slower again). The non-parametric fits' knots move with the cells, so they keep 256.
+//! The grid is fixed, so merging states is exact and the result does not depend on
+//! partitioning. Cells live in blocks of 2^k (6 or 12 KiB) allocated when first touched and
+//! found by direct indexing, so memory is bounded by the powers of two the data spans, not
+//! by rows: scores in [−20, 20] touch at most 43 blocks. Isotonic and histogram fits in
 //! grid mode use each cell's mean score.
 
 use std::sync::Arc;
@@ -62,7 +65,7 @@ use parametric::*;
 use state::*;
 
 /// Distinct scores the parametric fits keep exactly per group before switching to the fixed
-/// grid (their objective on the grid is within 2e-12 of the exact one, and the grid is
+/// grid (their objective on the grid is within 4e-12 of the exact one, and the grid is
 /// faster to update).
 pub const EXACT_CAP: usize = 1 << 16;
 /// Distinct scores the non-parametric fits (isotonic, histogram, BBQ, ConfCalib) keep
@@ -132,7 +135,7 @@ impl FitMethod {
     }
 
     /// The grid's resolution past the exact cap: 2^bits cells per power of two.
-    pub(crate) fn grid_bits(&self) -> u32 {
+    pub fn grid_bits(&self) -> u32 {
         if self.exact_cap() == NONPARAMETRIC_EXACT_CAP {
             FINE_BITS
         } else {
