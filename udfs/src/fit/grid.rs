@@ -74,8 +74,8 @@ impl Cell {
 /// |s| below this (as bits) lies in the linear blocks.
 pub(super) const LINEAR_LIMIT_BITS: u64 = LINEAR_LIMIT.to_bits();
 
-/// For the top bits of s (sign, exponent and `bits` of mantissa): the block id (sign × 2048
-/// + binary exponent), the index in the block, and the cell's anchor (s with the lower
+/// For the top bits of s (sign, exponent and `bits` of mantissa): the block id (2048 × sign
+/// plus the binary exponent), the index in the block, and the cell's anchor (s with the lower
 /// mantissa bits cleared, i.e. truncated toward zero).
 #[inline(always)]
 fn log_cell(top: u64, bits: u32) -> (u32, usize, f64) {
@@ -87,8 +87,8 @@ fn log_cell(top: u64, bits: u32) -> (u32, usize, f64) {
 }
 
 /// The smallest and largest of `v`, or None when one is not finite. One pass in
-/// independent lanes that vectorises: x − x is 0 for a finite x and NaN otherwise, so the
-/// check is a float addition (SSE2 has no 64-bit integer compare).
+/// independent lanes that vectorises: x · 0 is ±0 for a finite x and NaN otherwise, so the
+/// check is float arithmetic (SSE2 has no 64-bit integer compare).
 pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
     const L: usize = 8;
     let mut lo = [f64::INFINITY; L];
@@ -99,7 +99,7 @@ pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
     for c in chunks {
         for k in 0..L {
             let x = c[k];
-            nan[k] += x - x;
+            nan[k] += x * 0.0;
             lo[k] = if x < lo[k] { x } else { lo[k] };
             hi[k] = if x > hi[k] { x } else { hi[k] };
         }
@@ -294,5 +294,26 @@ impl Grid {
         size_of::<[u32; N_IDS]>()
             + self.ids.capacity() * size_of::<u32>()
             + self.cells.capacity() * size_of::<Cell>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finite_range_rejects_every_non_finite_value_in_any_lane() {
+        let base: Vec<f64> = (0..37).map(|i| i as f64 * 0.25 - 3.0).collect();
+        assert_eq!(finite_range(&base), Some((-3.0, 6.0)));
+        assert_eq!(finite_range(&[-0.0; 20]), Some((-0.0, -0.0)));
+        assert_eq!(finite_range(&[]), Some((f64::INFINITY, f64::NEG_INFINITY)));
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            // Every position: in the vectorised lanes and in the remainder.
+            for at in 0..base.len() {
+                let mut v = base.clone();
+                v[at] = bad;
+                assert_eq!(finite_range(&v), None, "{bad} at {at}");
+            }
+        }
     }
 }
