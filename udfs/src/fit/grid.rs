@@ -18,6 +18,27 @@ pub(super) struct Entry {
     pub(super) td2: f64,
 }
 
+impl Entry {
+    /// The same sums with offsets taken from `lo` instead: d' = d + δ, δ = self.lo − lo, so
+    /// Σw·d' = Σw·d + δ·Σw and Σw·d'² = Σw·d² + 2δ·Σw·d + δ²·Σw for both weights.
+    pub(super) fn reanchored(&self, lo: f64) -> Entry {
+        let delta = self.lo - lo;
+        let shift =
+            |w: f64, wd: f64, wd2: f64| (wd + delta * w, wd2 + delta * (2.0 * wd + delta * w));
+        let (nd, nd2) = shift(self.n, self.nd, self.nd2);
+        let (td, td2) = shift(self.t, self.td, self.td2);
+        Entry {
+            lo,
+            n: self.n,
+            t: self.t,
+            nd,
+            nd2,
+            td,
+            td2,
+        }
+    }
+}
+
 /// The sums of one grid cell (its start is implied by its position), as pairs under the
 /// weights (1, t): [Σn, Σt], [Σn·d, Σt·d], [Σn·d², Σt·d²]. Paired so that a row's update is
 /// three two-lane multiply-adds: three 16-byte loads and stores instead of six of 8 bytes,
@@ -43,7 +64,8 @@ impl Cell {
         }
     }
 
-    /// Adds another cell's sums (a partial state's entry).
+    /// Adds another cell's sums (a partial state's entry), its offsets taken from the same
+    /// anchor.
     pub(super) fn merge(&mut self, e: &Entry) {
         let [s0, s1, s2] = &mut self.sums;
         *s0 = [s0[0] + e.n, s0[1] + e.t];
@@ -71,6 +93,9 @@ impl Cell {
     }
 }
 
+/// The flag of a coarse grid's cell keys in a partial state (see [`Grid::key`]).
+const COARSE_KEY: i64 = 1 << 19;
+
 /// |s| below this (as bits) lies in the linear blocks.
 pub(super) const LINEAR_LIMIT_BITS: u64 = LINEAR_LIMIT.to_bits();
 
@@ -84,6 +109,14 @@ fn log_cell(top: u64, bits: u32) -> (u32, usize, f64) {
         (top as usize) & ((1 << bits) - 1),
         f64::from_bits(top << (52 - bits)),
     )
+}
+
+/// The IPS target y / max(q, clip) of a row whose propensity has been checked (so not NaN).
+/// Not `f64::max`, which handles NaN: in the grid's row loop this is one instruction
+/// instead of five.
+#[inline(always)]
+pub(super) fn ips_target(y: f64, q: f64, clip: f64) -> f64 {
+    y / if q < clip { clip } else { q }
 }
 
 /// The smallest and largest of `v`, or None when one is not finite. One pass in
@@ -150,15 +183,43 @@ impl Grid {
         1 << self.bits
     }
 
-    /// The key of a cell in a partial state: block id << 20 | index.
-    pub(super) fn key(id: u32, idx: usize) -> i64 {
-        ((id as i64) << 20) | idx as i64
+    /// The key of a cell in a partial state: block id << 20 | index, with `COARSE_KEY` set
+    /// on a coarse grid's keys. Stored states written before the parametric fits' grid
+    /// became coarse carry 256-cell keys without the flag; [`Grid::unkey`] tells them apart.
+    pub(super) fn key(&self, id: u32, idx: usize) -> i64 {
+        let flag = if self.bits == COARSE_BITS {
+            COARSE_KEY
+        } else {
+            0
+        };
+        ((id as i64) << 20) | flag | idx as i64
     }
 
-    /// The block id and index of a partial state's key, when it is one of this grid's.
-    pub(super) fn unkey(&self, key: i64) -> Option<(u32, usize)> {
-        let (id, idx) = ((key >> 20) as usize, (key & 0xF_FFFF) as usize);
-        (key >= 0 && id < N_IDS && idx < self.block_len()).then_some((id as u32, idx))
+    /// Where a partial state's cell goes in this grid: `Some((id, idx, None))` for one of
+    /// its own keys, `Some((id, idx, Some(lo)))` for a fine key met by a coarse grid (the
+    /// fine cell lies in coarse cell idx, whose anchor is `lo`), None when the key cannot be
+    /// one of this grid's (out of range, a coarse key met by a fine grid, or a log block
+    /// below 2⁻¹⁶, where scores go to the linear blocks).
+    pub(super) fn unkey(&self, key: i64) -> Option<(u32, usize, Option<f64>)> {
+        let coarse_key = key & COARSE_KEY != 0;
+        let (id, idx) = ((key >> 20) as usize, (key & 0x7_FFFF) as usize);
+        let near_zero = id < LOG_IDS as usize && (id & 2047) < (LINEAR_LIMIT_BITS >> 52) as usize;
+        if key < 0 || id >= N_IDS || near_zero {
+            return None;
+        }
+        let id = id as u32;
+        match (self.bits == COARSE_BITS, coarse_key) {
+            (true, false) if idx < 1 << FINE_BITS => {
+                // One fine cell is half of coarse cell idx / 2 (the linear blocks too: the
+                // negative block's index counts from its far end in both).
+                let idx = idx >> 1;
+                Some((id, idx, Some(self.cell_start(id, idx))))
+            }
+            (_, _) if coarse_key == (self.bits == COARSE_BITS) && idx < self.block_len() => {
+                Some((id, idx, None))
+            }
+            _ => None,
+        }
     }
 
     /// The grid position of a score: block id, cell index in the block, and the cell's
@@ -278,8 +339,7 @@ impl Grid {
     /// a row and wrote and read back 8 bytes a row.
     pub(super) fn add_weighted<Y: Label>(&mut self, s: &[f64], y: &[Y], q: &[f64], clip: f64) {
         let (y, q) = (&y[..s.len()], &q[..s.len()]);
-        // Not f64::max: q is not NaN here, and this is one instruction instead of five.
-        self.add_rows_by(s, |i| y[i].to_f64() / if q[i] < clip { clip } else { q[i] });
+        self.add_rows_by(s, |i| ips_target(y[i].to_f64(), q[i], clip));
     }
 
     /// The touched cells: (block id, index, cell).
@@ -314,6 +374,95 @@ mod tests {
                 v[at] = bad;
                 assert_eq!(finite_range(&v), None, "{bad} at {at}");
             }
+        }
+    }
+
+    /// Scores over the linear blocks and both signs' log blocks, as a stored state of
+    /// either resolution would see them.
+    fn scores() -> Vec<(f64, f64)> {
+        (0..20_000)
+            .map(|i| {
+                let u = (((i * 7919) % 10_007) as f64 + 0.5) / 10_007.0;
+                let s = if i % 10 == 0 {
+                    (u - 0.5) * 3e-5 // |s| < 2^-16: the linear blocks
+                } else {
+                    (u / (1.0 - u)).ln()
+                };
+                (s, ((i * 31) % 7 < 2) as i64 as f64 / (0.1 + u * 0.9))
+            })
+            .collect()
+    }
+
+    fn state_of(bits: u32, rows: &[(f64, f64)]) -> FitState {
+        let mut st = FitState::new(0, bits);
+        st.switch_to_grid();
+        for &(s, t) in rows {
+            st.add_point(s, 1.0, t);
+        }
+        st
+    }
+
+    /// A state written at 256 cells (every fit's resolution before the parametric ones
+    /// became coarse, so what a stored `fit_gaussian_calib_state` of that time holds) merged
+    /// into a coarse grid gives the coarse grid of the same rows: the same cells, Σn and Σt
+    /// exact, the re-anchored moments to rounding. An equivalence of two routes through this
+    /// code (not an independent value); the fits on the coarse grid are checked against the
+    /// exact objective in tests/fit_grid.rs.
+    #[test]
+    fn a_fine_state_merges_into_a_coarse_grid_as_its_own_rows() {
+        let rows = scores();
+        let fine = state_of(FINE_BITS, &rows);
+        let direct = state_of(COARSE_BITS, &rows);
+        let mut merged = state_of(COARSE_BITS, &[]);
+        for (key, e) in fine.keyed_entries() {
+            assert_eq!(key & COARSE_KEY, 0, "a fine key carries no flag");
+            merged.add_cell(key, &e).unwrap();
+        }
+        let (a, b) = (direct.keyed_entries(), merged.keyed_entries());
+        assert_eq!(a.len(), b.len());
+        assert!(a.len() > 500, "the rows span many cells: {}", a.len());
+        let close = |x: f64, y: f64, scale: f64| (x - y).abs() <= 1e-12 * scale.max(1e-300);
+        for ((ka, ea), (kb, eb)) in a.iter().zip(&b) {
+            assert_eq!(ka, kb);
+            assert_eq!(ea.lo, eb.lo);
+            assert!(
+                close(ea.n, eb.n, ea.n) && close(ea.t, eb.t, ea.t),
+                "{ea:?} {eb:?}"
+            );
+            // Offsets are at most the cell's width from its anchor.
+            let width = ea.lo.abs().max(LINEAR_LIMIT) / 64.0;
+            assert!(close(ea.nd, eb.nd, ea.n * width), "{ea:?} {eb:?}");
+            assert!(close(ea.nd2, eb.nd2, ea.n * width * width), "{ea:?} {eb:?}");
+            assert!(close(ea.td, eb.td, ea.t * width), "{ea:?} {eb:?}");
+            assert!(close(ea.td2, eb.td2, ea.t * width * width), "{ea:?} {eb:?}");
+        }
+    }
+
+    #[test]
+    fn keys_that_are_not_the_grids_are_refused() {
+        let coarse = state_of(COARSE_BITS, &[(1.5, 1.0)]);
+        let fine = state_of(FINE_BITS, &[(1.5, 1.0)]);
+        let (kc, _) = coarse.keyed_entries()[0];
+        let (kf, _) = fine.keyed_entries()[0];
+        let g = |st: &FitState| {
+            st.grid
+                .as_deref()
+                .map(|g| (g.unkey(kc), g.unkey(kf)))
+                .unwrap()
+        };
+        let (c_c, c_f) = g(&coarse);
+        assert!(matches!(c_c, Some((_, _, None))) && matches!(c_f, Some((_, _, Some(_)))));
+        let (f_c, f_f) = g(&fine);
+        assert!(f_c.is_none() && matches!(f_f, Some((_, _, None))));
+        let fine_grid = fine.grid.as_deref().unwrap();
+        // Out of range, negative, and a log block below 2^-16 (exponent 1000).
+        for key in [
+            -1,
+            (N_IDS as i64) << 20,
+            (1000 << 20) | 3,
+            (1023 << 20) | 256,
+        ] {
+            assert!(fine_grid.unkey(key).is_none(), "{key}");
         }
     }
 }

@@ -60,7 +60,7 @@ impl FitKernel {
         let clip = self.clip;
         let target = |i: usize| match q {
             None => y[i].to_f64(),
-            Some(q) => y[i].to_f64() / q[i].max(clip),
+            Some(q) => ips_target(y[i].to_f64(), q[i], clip),
         };
         let st = &mut self.groups[0];
         let before = st.len_bytes();
@@ -208,8 +208,11 @@ impl Kernel for FitKernel {
             }),
             Some(q) => for_each_row(s.len(), &mask, |i| {
                 let yi = check_y(func, y[i])?;
-                let omega = check_propensity(func, q[i])?.max(clip);
-                add(groups[i], s[i], yi / omega)
+                add(
+                    groups[i],
+                    s[i],
+                    ips_target(yi, check_propensity(func, q[i])?, clip),
+                )
             }),
         }
     }

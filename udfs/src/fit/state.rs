@@ -92,10 +92,14 @@ impl FitState {
         let Some(grid) = &mut self.grid else {
             return internal_err!("fit: a grid cell merged into an exact state");
         };
-        let Some((id, idx)) = grid.unkey(key) else {
-            return internal_err!("fit: grid cell key {key} out of range in a partial state");
-        };
-        grid.cell(id, idx).merge(e);
+        match grid.unkey(key) {
+            Some((id, idx, None)) => grid.cell(id, idx).merge(e),
+            // A finer cell: its offsets move to the coarse cell's anchor.
+            Some((id, idx, Some(lo))) => grid.cell(id, idx).merge(&e.reanchored(lo)),
+            None => {
+                return internal_err!("fit: grid cell key {key} out of range in a partial state")
+            }
+        }
         Ok(())
     }
 
@@ -129,7 +133,7 @@ impl FitState {
             Some(g) => g
                 .iter()
                 .filter(|(_, _, c)| c.n() > 0.0)
-                .map(|(id, i, c)| (Grid::key(id, i), c.entry(g.cell_start(id, i))))
+                .map(|(id, i, c)| (g.key(id, i), c.entry(g.cell_start(id, i))))
                 .collect(),
         }
     }
