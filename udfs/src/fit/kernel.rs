@@ -31,6 +31,10 @@ pub(super) struct FitKernel {
     pub(super) bytes: usize,
 }
 
+/// A batch at least this long on the whole-batch path reserves the exact mode's full
+/// capacity at once (see [`FitState::reserve_exact_cap`]).
+const FAST_RESERVE_ROWS: usize = 4096;
+
 impl FitKernel {
     pub(super) fn func(&self) -> &'static str {
         self.method.function_name()
@@ -66,6 +70,14 @@ impl FitKernel {
         let before = st.len_bytes();
         st.rows += s.len() as i64;
         st.observe_range(lo, hi);
+        // Not for the non-parametric fits' cap of millions of scores.
+        if !st.is_grid()
+            && st.cap <= EXACT_CAP
+            && st.points.capacity() <= st.cap
+            && s.len() >= FAST_RESERVE_ROWS
+        {
+            st.reserve_exact_cap();
+        }
         let mut i = 0;
         while i < s.len() && !st.is_grid() {
             st.add_point(s[i], 1.0, target(i));

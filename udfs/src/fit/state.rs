@@ -50,6 +50,19 @@ impl FitState {
         }
     }
 
+    /// Makes room for every distinct score the exact mode can hold, so that it fills
+    /// without rehashing. For the single group of the whole-batch path, on its first large
+    /// batch, when the cap is [`EXACT_CAP`]: about 2 MiB, where growing step by step cost
+    /// about 1.5% of a fit's time over 20M rows.
+    pub(super) fn reserve_exact_cap(&mut self) {
+        let more = (self.cap + 1).saturating_sub(self.points.len());
+        self.points.reserve_exact(more);
+        let hasher = &self.hasher;
+        let points = &self.points;
+        self.index
+            .reserve(more, |&i| hasher.hash_one(points[i as usize].s.to_bits()));
+    }
+
     pub(super) fn is_grid(&self) -> bool {
         self.grid.is_some()
     }
