@@ -4,10 +4,15 @@ use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
-use datafusion::arrow::array::RecordBatch;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 use datafusion::arrow::csv;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::error::ArrowError;
+use datafusion::arrow::json::writer::{make_encoder, EncoderOptions};
 use datafusion::arrow::json::{self, writer::JsonArray, writer::LineDelimited};
 use datafusion::arrow::util::display::FormatOptions;
 use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
@@ -156,13 +161,13 @@ impl Printer {
                         continue;
                     }
                     stop_if_terminal(progress, wrote, is_terminal);
-                    writer.write(&batch)?;
+                    writer.write(&nested_as_json(&batch)?)?;
                     wrote = true;
                     printed.rows += batch.num_rows();
                 }
                 if !wrote {
                     // Header only.
-                    writer.write(&RecordBatch::new_empty(schema))?;
+                    writer.write(&nested_as_json(&RecordBatch::new_empty(schema))?)?;
                 }
                 drop(writer);
             }
@@ -205,6 +210,40 @@ impl Printer {
     fn sink_is_terminal(&self) -> bool {
         self.sink.is_terminal()
     }
+}
+
+/// The batch with each nested column (a struct such as a fitted model, a list, a map)
+/// replaced by its values as JSON text, which CSV cannot hold otherwise: `{"method":"platt",
+/// "a":1.2,…}` in one quoted cell, NULL left an empty cell. Other columns are unchanged.
+fn nested_as_json(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    if !batch.columns().iter().any(|c| c.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let options = EncoderOptions::default().with_explicit_nulls(true);
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if !column.data_type().is_nested() {
+            fields.push(field.clone());
+            columns.push(column.clone());
+            continue;
+        }
+        let mut encoder = make_encoder(field, column.as_ref(), &options)?;
+        let mut text = StringBuilder::new();
+        let mut buf = Vec::new();
+        for i in 0..column.len() {
+            if encoder.is_null(i) {
+                text.append_null();
+                continue;
+            }
+            buf.clear();
+            encoder.encode(i, &mut buf);
+            text.append_value(String::from_utf8_lossy(&buf));
+        }
+        fields.push(Arc::new(Field::new(field.name(), DataType::Utf8, true)));
+        columns.push(Arc::new(text.finish()) as ArrayRef);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
 
 fn stop_if_terminal(progress: &Progress, already: bool, sink_is_terminal: bool) {
