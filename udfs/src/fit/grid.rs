@@ -210,9 +210,9 @@ impl Grid {
         let id = id as u32;
         match (self.bits == COARSE_BITS, coarse_key) {
             (true, false) if idx < 1 << FINE_BITS => {
-                // One fine cell is half of coarse cell idx / 2 (the linear blocks too: the
-                // negative block's index counts from its far end in both).
-                let idx = idx >> 1;
+                // A fine cell lies in the coarse cell of its index's top bits (the linear
+                // blocks too: the negative block's index counts from its far end in both).
+                let idx = idx >> (FINE_BITS - COARSE_BITS);
                 Some((id, idx, Some(self.cell_start(id, idx))))
             }
             (_, _) if coarse_key == (self.bits == COARSE_BITS) && idx < self.block_len() => {

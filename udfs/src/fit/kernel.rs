@@ -70,7 +70,8 @@ impl FitKernel {
         let before = st.len_bytes();
         st.rows += s.len() as i64;
         st.observe_range(lo, hi);
-        // Not for the non-parametric fits' cap of millions of scores.
+        // Once (the capacity is past the cap after it), and not for the non-parametric fits'
+        // cap of millions of scores.
         if !st.is_grid()
             && st.cap <= EXACT_CAP
             && st.points.capacity() <= st.cap
