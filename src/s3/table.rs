@@ -1,0 +1,87 @@
+//! `CREATE EXTERNAL TABLE … OPTIONS ('aws.…' …)`: the options configure the location's bucket.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
+use datafusion::common::{plan_err, DataFusionError, Result};
+use datafusion::logical_expr::CreateExternalTable;
+use url::Url;
+
+use super::{bucket_of, build_store, S3Options, S3Registry, TablesReadElsewhere};
+
+/// Wraps a `CREATE EXTERNAL TABLE` factory: `OPTIONS ('aws.…' …)` configure the bucket of an
+/// `s3://` location (over the session's S3 options), are taken out of the options the file
+/// format sees, and secrets are masked in the stored table definition.
+#[derive(Debug)]
+pub(super) struct S3TableFactory {
+    pub(super) inner: Arc<dyn TableProviderFactory>,
+    pub(super) registry: Arc<S3Registry>,
+}
+
+#[async_trait]
+impl TableProviderFactory for S3TableFactory {
+    async fn create(
+        &self,
+        state: &dyn Session,
+        cmd: &CreateExternalTable,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let aws: Vec<(&String, &String)> = cmd
+            .options
+            .iter()
+            .filter(|(key, _)| key.starts_with("aws."))
+            .collect();
+        if aws.is_empty() {
+            return self.inner.create(state, cmd).await;
+        }
+        if let Some(elsewhere) = state.config().get_extension::<TablesReadElsewhere>() {
+            let keys: Vec<&str> = aws.iter().map(|(key, _)| key.as_str()).collect();
+            return plan_err!(
+                "CREATE EXTERNAL TABLE {}: OPTIONS ({}) cannot be used here: {}",
+                cmd.name,
+                keys.join(", "),
+                elsewhere.remedy
+            );
+        }
+        let mut table_options = S3Options::default();
+        for (key, value) in &aws {
+            table_options.set(&key["aws.".len()..], value)?;
+        }
+        let mut buckets = Vec::new();
+        for location in &cmd.locations {
+            let url = Url::parse(location).ok().filter(|url| url.scheme() == "s3");
+            let Some(url) = url else {
+                return plan_err!(
+                    "the 'aws.…' options configure s3:// locations, but the location is {location}"
+                );
+            };
+            let bucket = bucket_of(&url)?.to_string();
+            if !buckets.contains(&bucket) {
+                buckets.push(bucket);
+            }
+        }
+        let options = self.registry.options().overridden_by(&table_options);
+        for bucket in &buckets {
+            let store = build_store(bucket, &options)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            self.registry.insert(bucket, store, true);
+        }
+
+        let mut cmd = cmd.clone();
+        cmd.options.retain(|key, _| !key.starts_with("aws."));
+        let secrets: Vec<&String> = [
+            &table_options.secret_access_key,
+            &table_options.session_token,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|secret| !secret.is_empty())
+        .collect();
+        if let Some(definition) = &mut cmd.definition {
+            for secret in secrets {
+                *definition = definition.replace(secret.as_str(), "***");
+            }
+        }
+        self.inner.create(state, &cmd).await
+    }
+}
