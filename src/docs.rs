@@ -1,5 +1,5 @@
 //! The function reference `docs/functions.md`, generated from each function's own
-//! [`Documentation`](datafusion::logical_expr::Documentation) — the text `SHOW FUNCTIONS`
+//! [`Documentation`] — the text `SHOW FUNCTIONS`
 //! shows — so the reference cannot drift from the code. `tests/functions_doc.rs` fails when
 //! the file is stale; `CALIBSQL_UPDATE_DOCS=1 cargo test --test functions_doc` rewrites it.
 

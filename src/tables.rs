@@ -4,7 +4,7 @@
 //! `logs/2026-*/part-*.parquet` — into a DataFusion [`ListingTable`]. The format comes from
 //! the file extension (for a directory: from the files in it) unless it is given.
 //!
-//! Every location string goes through [`resolve`], the one place that knows about paths and
+//! Every location string goes through `resolve`, the one place that knows about paths and
 //! URLs; each scheme (local paths, `file://`, `s3://`) is an arm there that returns the
 //! listing URLs and the file names to infer the format from.
 

@@ -460,7 +460,7 @@ impl<'a> ModelRef<'a> {
         Ok((x, y))
     }
 
-    /// Views `s` (a struct array that passed [`check_model_type`]).
+    /// Views `s` (a struct array that passed `check_model_type`).
     pub fn new(s: &'a StructArray) -> Result<Self> {
         let f = |name: &str| -> Option<&'a Float64Array> {
             s.column_by_name(name)

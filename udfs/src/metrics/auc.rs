@@ -1,6 +1,6 @@
 //! `auc`: exact ROC AUC as the (weighted) Mann–Whitney statistic, ties counted one half.
 //!
-//! AUC needs every value, so the state is the rows (see [`crate::values`]: 8 bytes an
+//! AUC needs every value, so the state is the rows (see `crate::values`: 8 bytes an
 //! unweighted row); `size()` reports them to the memory pool.
 
 use arrow::datatypes::{DataType, FieldRef};

@@ -5,7 +5,7 @@
 //! Σw, Σw·p, Σw·y, Σw·(y − p) (kept apart so a nearly calibrated bin loses no digits to
 //! cancellation) and Σw² (for the Kish effective size of `reliability`'s intervals).
 //! Fixed-edge strategies keep O(n_bins) sums per group; data-dependent ones (`'quantile'`,
-//! `'kumar'`) keep the rows ([`crate::values`]) and bin them when the group is finished.
+//! `'kumar'`) keep the rows (`crate::values`) and bin them when the group is finished.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};

@@ -5,7 +5,7 @@
 //! - **fixed edges** (`'uniform'`, `'sklearn'`, `'netcal'`, `'torchmetrics'`, `'relplot'`,
 //!   `'kumar'`): the bin of p depends on p alone, so a group keeps O(n_bins) sums;
 //! - **data-dependent edges** (`'quantile'`): the edges are order statistics of the group's
-//!   p, so a group keeps its rows ([`crate::values`]) and bins them at the end.
+//!   p, so a group keeps its rows (`crate::values`) and bins them at the end.
 //!
 //! Every float operation below mirrors the tool's own (numpy / torch) arithmetic, so values
 //! that fall exactly on an edge (0.3, 0.6, 1.0, …) land where the tool puts them.

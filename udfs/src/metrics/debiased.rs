@@ -4,7 +4,7 @@
 //!
 //! Its binning needs the whole data — whether there are few distinct values (then each is a
 //! bin), else 15 equal-mass bins whose edges are midpoints between order statistics — so a
-//! group keeps its rows ([`crate::values`], 8 bytes a row).
+//! group keeps its rows (`crate::values`, 8 bytes a row).
 
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion_common::Result;

@@ -1,8 +1,8 @@
 //! The metric aggregates, one family per file:
 //! - [`binning`]: the bin rules of every tool whose numbers we reproduce (shared);
 //! - [`binned`]: `ece`, `mce`, `reliability`, `ace`, `rmsce`;
-//! - [`bin_sums`]: their per-bin sums (fixed-edge bins);
-//! - [`quantile_bins`]: their `'quantile'` bins over kept rows;
+//! - `bin_sums`: their per-bin sums (fixed-edge bins);
+//! - `quantile_bins`: their `'quantile'` bins over kept rows;
 //! - [`loss`]: `logloss`, `brier`, `ips_logloss`, `normalized_entropy`;
 //! - [`auc`]: exact ROC AUC;
 //! - [`field`]: `field_ece`, `field_rce`;

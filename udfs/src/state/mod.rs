@@ -11,8 +11,8 @@
 //!   merged silently;
 //! - `state` is the aggregate's own partial state (its `state_fields`, with plain names).
 //!
-//! Both wrappers reuse the aggregate's [`Kernel`]: `F_state` ([`state_of`]) is `F` whose final
-//! value is its state; `F_merge` ([`merge_of`]) builds `F`'s kernel from the first state's
+//! Both wrappers reuse the aggregate's `Kernel`: `F_state` (`state_of`) is `F` whose final
+//! value is its state; `F_merge` (`merge_of`) builds `F`'s kernel from the first state's
 //! `params` and merges. This file holds what both share: the list of wrapped aggregates, the
 //! state's type and the canonical parameter text.
 
