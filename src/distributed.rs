@@ -5,7 +5,7 @@
 //! - a **scheduler** ([`start_scheduler`], `calibsql scheduler`) plans queries: its sessions
 //!   are Ballista's (with Ballista's optimizer rules) plus every calibsql function, calibsql's
 //!   settings and `s3://` locations;
-//! - **executors** ([`start_executor`], `calibsql executor`) run the tasks: every calibsql
+//! - **executors** ([`run_executor`], `calibsql executor`) run the tasks: every calibsql
 //!   function is in their function registry (functions travel by name), and their runtimes
 //!   read `s3://` with the same settings;
 //! - a **client** ([`remote_context`], `calibsql --remote df://host:port`) plans statements
