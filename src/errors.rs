@@ -30,8 +30,9 @@ fn describe(error: &anyhow::Error) -> String {
 
 /// What to do when a query needs more memory than `--memory-limit` allows.
 const MEMORY_HINT: &str = "raise --memory-limit; auc, ece_debiased and 'quantile' bins keep 8 bytes per \
-row (16 with a weight) per group, so filter or sample the rows, or use a fixed-edge strategy such as 'uniform' \
-or 'sklearn'; see docs/SEMANTICS.md#metrics-that-keep-rows";
+row (16 with a weight) per group, so filter or sample the rows, round the scores for auc (it counts repeated \
+scores instead of keeping them), or use a fixed-edge strategy such as 'uniform' or 'sklearn'; see \
+docs/SEMANTICS.md#metrics-that-keep-rows";
 
 /// An error whose text is the whole message users see, with no kind prefix
 /// ("Execution error: …"): wrap it in `DataFusionError::External`.

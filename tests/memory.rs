@@ -74,3 +74,59 @@ fn row_keeping_aggregates_respect_the_memory_limit() {
     let (ok, stderr, _) = run(dir.path(), "200M", "SELECT auc(p, y) FROM t");
     assert!(ok, "{stderr}");
 }
+
+/// `auc` over scores that repeat counts each group's rows per distinct score once it has
+/// 65,536 of them, so 3M rows with 100 distinct scores (24 MB as rows) run under a limit of
+/// 8 MB. Expected values: scikit-learn `roc_auc_score(y, p)` on the same rows rebuilt in
+/// numpy with the same integer and float arithmetic (i = 1..3,000,000;
+/// p = floor(((i * 2654435761) % 1000003) / 1000003.0 * 100) / 100;
+/// y = ((i * 40503) % 999983) / 999983.0 < p), cross-checked against the rank-sum
+/// Mann–Whitney U (scipy.stats.rankdata), as tests/slt/gen/auc.py does for 600,000 rows.
+#[test]
+fn auc_of_repeating_scores_runs_under_a_limit_its_rows_would_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    calibsql(dir.path())
+        .args([
+            "-c",
+            "COPY (SELECT i, p, CAST(((i * 40503) % 999983) / 999983.0 < p AS INT) AS y
+                   FROM (SELECT value AS i,
+                                floor(((value * 2654435761) % 1000003) / 1000003.0 * 100) / 100 AS p
+                         FROM generate_series(1, 3000000)))
+             TO 'rows.parquet'",
+        ])
+        .assert()
+        .success();
+    for (sql, want) in [
+        (
+            "SELECT abs(auc(p, y) - 0.833334948775415) < 1e-12 FROM t",
+            "true",
+        ),
+        (
+            "SELECT i % 2, abs(auc(p, y) - CASE i % 2 WHEN 0 THEN 0.8333296701720476 \
+             ELSE 0.8333402262590703 END) < 1e-12 FROM t GROUP BY i % 2",
+            "0,true\n1,true",
+        ),
+    ] {
+        let output = calibsql(dir.path())
+            .args([
+                "--memory-limit",
+                "8M",
+                "--format",
+                "csv",
+                "--table",
+                "t=rows.parquet",
+                "-c",
+                sql,
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{sql}: {stderr}");
+        // Sorted here: an ORDER BY would need DataFusion's sort reservation (10 MB by
+        // default), more than the limit.
+        let mut rows: Vec<&str> = stdout.lines().skip(1).collect();
+        rows.sort_unstable();
+        assert_eq!(rows.join("\n"), want, "{sql}");
+    }
+}

@@ -43,6 +43,34 @@ def auc(p, y, w=None):
     return float(v)
 
 
+def auc_ranks(p, y):
+    """Unweighted AUC for many rows: roc_auc_score, cross-checked against the Mann-Whitney U
+    from average ranks (scipy.stats.rankdata), O(n log n) instead of the pairwise count."""
+    from scipy.stats import rankdata
+    v = roc_auc_score(y, p)
+    pos = y == 1
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    u = rankdata(p)[pos].sum() - n1 * (n1 + 1) / 2
+    assert abs(v - u / (n1 * n0)) < 1e-12, (v, u / (n1 * n0))
+    return float(v)
+
+
+BIG_ROWS = 600_000
+BIG_TABLE = (
+    "statement ok\n"
+    "CREATE TABLE big AS SELECT i, p, CAST(((i * 40503) % 999983) / 999983.0 < p AS INT) AS y "
+    "FROM (SELECT value AS i, floor(((value * 2654435761) % 1000003) / 1000003.0 * 100) / 100 AS p "
+    f"FROM generate_series(1, {BIG_ROWS}))\n")
+
+
+def big_table():
+    """The rows of `big`, with the same integer and float arithmetic as its SQL."""
+    i = np.arange(1, BIG_ROWS + 1, dtype=np.int64)
+    p = np.floor(((i * 2654435761) % 1000003) / 1000003.0 * 100) / 100
+    y = (((i * 40503) % 999983) / 999983.0 < p).astype(np.int64)
+    return i, p, y
+
+
 def c(call, v, what, src="t"):
     return close(call, v, comment=f"{what}: {fmt(v)}", src=src)
 
@@ -113,9 +141,22 @@ def sections():
             c("auc(p, y)", auc(gp, gy), "g after repartitioning: 1000 rows in batches of 3 over 4 partitions",
               "(SELECT * FROM g ORDER BY i % 7, i)")]
 
+    bi, bp, by = big_table()
+    even = bi % 2 == 0
+    counted = [BIG_TABLE,
+               exact("SELECT count(*), count(DISTINCT p), sum(y) FROM big", "III",
+                     [[BIG_ROWS, len(np.unique(bp)), int(by.sum())]], "big is the table the script rebuilds"),
+               c("auc(p, y)", auc_ranks(bp, by),
+                 "600,000 rows, 100 distinct p: a group past 65,536 rows of its own is\n"
+                 "counted per distinct score (udfs/src/metrics/auc.rs)", "big"),
+               exact("SELECT i % 2, abs(auc(p, y) - CASE i % 2 WHEN 0 THEN "
+                     f"{fmt(auc_ranks(bp[even], by[even]))} ELSE {fmt(auc_ranks(bp[~even], by[~even]))} END) < 1e-12 "
+                     "FROM big GROUP BY i % 2 ORDER BY 1", "IT", [["0", "true"], ["1", "true"]],
+                     "GROUP BY i % 2: two counted groups of 300,000 rows")]
+
     return [("tables", tables), ("empty", empty), ("one row / one class", one), ("all NULL", alln), ("mixed NULL", nulls),
             ("GROUP BY", group), ("FILTER", filt), ("weights", wts), ("values", opt), ("argument types", typ),
-            ("partitions", part)]
+            ("partitions", part), ("counted per distinct score", counted)]
 
 
 if __name__ == "__main__":

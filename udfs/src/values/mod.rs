@@ -36,7 +36,9 @@ use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
 mod order;
+mod tally;
 pub(crate) use order::{is_sorted_f64, select_ranks, sort_f64};
+pub(crate) use tally::{distinct_in, runs_of, Tally};
 
 /// The names of the four state fields of a [`ValueStore`].
 pub(crate) const STATE_NAMES: [&str; 4] = ["neg_p", "pos_p", "neg_w", "pos_w"];
@@ -494,5 +496,15 @@ impl ValueStore {
 
     pub(crate) fn size(&self) -> usize {
         self.bytes + self.groups.capacity() * size_of::<Rows>()
+    }
+
+    /// Runs `f` on group `g`'s rows, keeping the bytes reported to the pool in step with
+    /// what `f` frees or reserves.
+    pub(crate) fn with_group<R>(&mut self, g: usize, f: impl FnOnce(&mut Rows) -> R) -> R {
+        let rows = &mut self.groups[g];
+        let before = rows.bytes();
+        let out = f(rows);
+        self.bytes = (self.bytes + rows.bytes()).saturating_sub(before);
+        out
     }
 }
