@@ -7,8 +7,8 @@
 //! [`Tally`] per class (distinct score and rows, 16 bytes a distinct score) and clears its
 //! rows (keeping their room for the next ones); it counts again whenever its new rows reach
 //! [`COMPACT_FROM`] or four times the tally. A group whose rows are mostly distinct keeps
-//! them and tries again when they have doubled (looking at a sample of its newest rows
-//! first, so that distinct scores cost one sort of 65,536 rows per doubling). Merged partial
+//! them and tries again when they have grown fourfold (looking at a sample of its newest
+//! rows first, so that distinct scores cost one sort of 65,536 rows each time). Merged partial
 //! states bring their tallies, and their sorted rows are counted too when they repeat. The
 //! count is exact either way (integers), so the value does not depend on which groups were
 //! counted.
@@ -148,7 +148,7 @@ impl AucKernel {
     /// saves at least half their room. The newest rows are looked at first (sorted in place:
     /// the order of a group's rows does not matter): when a sample of [`COMPACT_FROM`] rows
     /// holds more than a quarter as many distinct scores, the group is not sorted whole,
-    /// and tries again when its rows have doubled.
+    /// and tries again when its rows have grown fourfold.
     fn maybe_count(&mut self, g: usize) {
         let own = {
             let rows = &self.store.groups[g];
@@ -190,7 +190,7 @@ impl AucKernel {
         self.next_count[g] = if counted {
             COMPACT_FROM.max(4 * (tallies[0].len() + tallies[1].len()))
         } else {
-            own.saturating_mul(2)
+            own.saturating_mul(4)
         };
     }
 
@@ -207,7 +207,12 @@ impl AucKernel {
                 let mut i = from[c];
                 while i < rows.runs[c].len() {
                     let run = &rows.runs[c][i];
-                    if is_sorted_f64(run) && distinct_in(run) * 4 <= run.len() {
+                    // Its first rows first: a run of distinct scores costs no full pass.
+                    let head = &run[..run.len().min(COMPACT_FROM)];
+                    if distinct_in(head) * 4 <= head.len()
+                        && is_sorted_f64(run)
+                        && distinct_in(run) * 4 <= run.len()
+                    {
                         *tally = tally.merged(runs_of(run));
                         rows.runs[c].remove(i);
                     } else {
@@ -410,7 +415,7 @@ pub(crate) fn auc_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<f64> {
         let mut num2: u128 = 0;
         for neg in &negs {
             for pos in &poss {
-                num2 += pair_count2(runs_of(neg), runs_of(pos));
+                num2 += pair_count2_sorted(neg, pos);
             }
             num2 += pair_count2(runs_of(neg), tally[1].runs());
         }
@@ -450,6 +455,30 @@ pub(crate) fn auc_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<f64> {
         neg_total += n_eq;
     }
     (pos_total > 0.0 && neg_total > 0.0).then(|| num / (pos_total * neg_total))
+}
+
+/// Twice the Mann–Whitney count of ascending negatives `neg` against ascending positives
+/// `pos`: Σ over positives of 2·(negatives below) + (negatives equal), in exact integers.
+/// The rows' own loop: the hot path of `auc` over rows kept as rows, several times faster
+/// than [`pair_count2`] over `runs_of` the same slices.
+fn pair_count2_sorted(neg: &[f64], pos: &[f64]) -> u128 {
+    let (mut below, mut j, mut num2) = (0, 0, 0u128);
+    while j < pos.len() {
+        let v = pos[j];
+        while below < neg.len() && neg[below] < v {
+            below += 1;
+        }
+        let mut equal = below;
+        while equal < neg.len() && neg[equal] == v {
+            equal += 1;
+        }
+        let j0 = j;
+        while j < pos.len() && pos[j] == v {
+            j += 1;
+        }
+        num2 += (j - j0) as u128 * (2 * below + (equal - below)) as u128;
+    }
+    num2
 }
 
 /// Twice the Mann–Whitney count of negatives against positives, each given as ascending
@@ -628,7 +657,7 @@ mod tests {
     }
 
     /// Distinct scores are not counted (it would not save room), and are tried again only
-    /// when the rows have doubled.
+    /// when the rows have grown fourfold.
     #[test]
     fn distinct_rows_stay_rows() {
         let p: Vec<f64> = (0..100_000).map(|i| (i as f64 + 0.5) / 100_000.0).collect();
@@ -637,7 +666,7 @@ mod tests {
             .collect();
         let mut k = kernel();
         fed_in_batches(&mut k, &p, &y);
-        assert!(k.next_count[0] >= 2 * COMPACT_FROM, "{}", k.next_count[0]);
+        assert!(k.next_count[0] >= 4 * COMPACT_FROM, "{}", k.next_count[0]);
         assert_eq!(k.tallies[0], [Tally::default(), Tally::default()]);
         assert_eq!(k.store.groups[0].len(), 100_000);
     }
