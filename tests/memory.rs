@@ -16,13 +16,16 @@ fn calibsql(dir: &Path) -> Command {
     command
 }
 
-/// Runs `sql` over `t` under `limit`; returns (success, stderr, peak RSS in MiB).
-fn run(dir: &Path, limit: &str, sql: &str) -> (bool, String, u64) {
+/// Runs `sql` over `t` under `limit`; returns (success, stdout as CSV, stderr, peak RSS in
+/// MiB).
+fn run(dir: &Path, limit: &str, sql: &str) -> (bool, String, String, u64) {
     let output = calibsql(dir)
         .env("CALIBSQL_PEAK_RSS", "1")
         .args([
             "--memory-limit",
             limit,
+            "--format",
+            "csv",
             "--table",
             "t=rows.parquet",
             "-c",
@@ -30,13 +33,14 @@ fn run(dir: &Path, limit: &str, sql: &str) -> (bool, String, u64) {
         ])
         .output()
         .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     let peak = stderr
         .lines()
         .find_map(|l| l.strip_prefix("calibsql: peak RSS "))
         .and_then(|s| s.trim_end_matches(" MiB").parse().ok())
         .unwrap_or_else(|| panic!("no peak RSS line in {stderr}"));
-    (output.status.success(), stderr, peak)
+    (output.status.success(), stdout, stderr, peak)
 }
 
 #[test]
@@ -52,14 +56,14 @@ fn row_keeping_aggregates_respect_the_memory_limit() {
         ])
         .assert()
         .success();
-    let (ok, _, baseline) = run(dir.path(), "8M", "SELECT avg(p), avg(y) FROM t");
+    let (ok, _, _, baseline) = run(dir.path(), "8M", "SELECT avg(p), avg(y) FROM t");
     assert!(ok);
     for (sql, multiple) in [
         ("SELECT auc(p, y) FROM t", 3),
         ("SELECT ece(p, y, 15, 'quantile') FROM t", 3),
         ("SELECT site, auc(p, y) FROM t GROUP BY site", 8),
     ] {
-        let (ok, stderr, peak) = run(dir.path(), "8M", sql);
+        let (ok, _, stderr, peak) = run(dir.path(), "8M", sql);
         assert!(
             !ok && stderr.contains("Resources exhausted")
                 && stderr.contains("hint: raise --memory-limit"),
@@ -71,7 +75,7 @@ fn row_keeping_aggregates_respect_the_memory_limit() {
         );
     }
     // With room enough, the same query runs.
-    let (ok, stderr, _) = run(dir.path(), "200M", "SELECT auc(p, y) FROM t");
+    let (ok, _, stderr, _) = run(dir.path(), "200M", "SELECT auc(p, y) FROM t");
     assert!(ok, "{stderr}");
 }
 
@@ -107,22 +111,8 @@ fn auc_of_repeating_scores_runs_under_a_limit_its_rows_would_not_fit() {
             "0,true\n1,true",
         ),
     ] {
-        let output = calibsql(dir.path())
-            .args([
-                "--memory-limit",
-                "8M",
-                "--format",
-                "csv",
-                "--table",
-                "t=rows.parquet",
-                "-c",
-                sql,
-            ])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{sql}: {stderr}");
+        let (ok, stdout, stderr, _) = run(dir.path(), "8M", sql);
+        assert!(ok, "{sql}: {stderr}");
         // Sorted here: an ORDER BY would need DataFusion's sort reservation (10 MB by
         // default), more than the limit.
         let mut rows: Vec<&str> = stdout.lines().skip(1).collect();
