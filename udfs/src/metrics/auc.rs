@@ -2,11 +2,11 @@
 //!
 //! AUC needs every value, so the state is the rows (see `crate::values`: 8 bytes an
 //! unweighted row); `size()` reports them to the memory pool. An unweighted group whose
-//! scores repeat is counted instead: once a group holds [`COMPACT_FROM`] rows of its own, it
+//! scores repeat is counted instead: once a group holds `COMPACT_FROM` rows of its own, it
 //! sorts them and, when they hold at most a quarter as many distinct scores as rows, keeps a
-//! [`Tally`] per class (distinct score and rows, 16 bytes a distinct score) and clears its
+//! `Tally` per class (distinct score and rows, 16 bytes a distinct score) and clears its
 //! rows (keeping their room for the next ones); it counts again whenever its new rows reach
-//! [`COMPACT_FROM`] or four times the tally. A group whose rows are mostly distinct keeps
+//! `COMPACT_FROM` or four times the tally. A group whose rows are mostly distinct keeps
 //! them and tries again when they have grown fourfold (looking at a sample of its newest
 //! rows first, so that distinct scores cost one sort of 65,536 rows each time). Merged partial
 //! states bring their tallies, and their sorted rows are counted too when they repeat. The
