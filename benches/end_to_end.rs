@@ -297,6 +297,8 @@ async fn realistic(rows: usize, runs: usize, only: &str) {
     }
     for (name, sql) in [
         ("auc(p, y)", "SELECT auc(p, y) FROM t"),
+        // 1,001 distinct scores: counted per distinct score instead of kept as rows.
+        ("auc(round(p, 3), y)", "SELECT auc(round(p, 3), y) FROM t"),
         (
             "ece(p, y, 15, 'quantile')",
             "SELECT ece(p, y, 15, 'quantile') FROM t",
