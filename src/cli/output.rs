@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
-
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringBuilder};
 use datafusion::arrow::csv;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};

@@ -128,8 +128,9 @@ pub(crate) const COMPACT_FROM: usize = 1 << 16;
 pub(crate) struct AucKernel {
     store: ValueStore,
     tallies: Vec<[Tally; 2]>,
-    /// Per group, the rows of its own at which it next counts; `usize::MAX` once counting
-    /// did not pay (or the call is weighted).
+    /// Per group, the rows of its own at which it next tries counting (four times as many
+    /// after a try that did not pay); `usize::MAX` when the call is weighted (or, in the
+    /// tests, counting is turned off).
     next_count: Vec<usize>,
     tally_bytes: usize,
 }
@@ -336,6 +337,10 @@ impl Kernel for AucKernel {
                 if span.is_empty() {
                     continue;
                 }
+                if self.store.weighted() {
+                    // A weighted call keeps its rows: a tally here was not written by it.
+                    return internal_err!("auc: malformed partial state");
+                }
                 let (p, n) = (&p[span.clone()], &n[on[r] as usize..on[r + 1] as usize]);
                 let ascending = p.windows(2).all(|w| w[0] < w[1]);
                 if p.len() != n.len() || !ascending || n.iter().any(|&k| k < 1) {
@@ -417,12 +422,21 @@ pub(crate) fn auc_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<f64> {
             for pos in &poss {
                 num2 += pair_count2_sorted(neg, pos);
             }
-            num2 += pair_count2(runs_of(neg), tally[1].runs());
         }
-        for pos in &poss {
-            num2 += pair_count2(tally[0].runs(), runs_of(pos));
+        // A group that never counted (distinct scores) has empty tallies: no pass over its
+        // rows for them.
+        let [neg_tally, pos_tally] = tally;
+        if pos_tally.len() > 0 {
+            for neg in &negs {
+                num2 += pair_count2(runs_of(neg), pos_tally.runs());
+            }
         }
-        num2 += pair_count2(tally[0].runs(), tally[1].runs());
+        if neg_tally.len() > 0 {
+            for pos in &poss {
+                num2 += pair_count2(neg_tally.runs(), runs_of(pos));
+            }
+            num2 += pair_count2(neg_tally.runs(), pos_tally.runs());
+        }
         let n: u128 = negs.iter().map(|x| x.len() as u128).sum::<u128>() + tally[0].rows();
         let p: u128 = poss.iter().map(|x| x.len() as u128).sum::<u128>() + tally[1].rows();
         return (n > 0 && p > 0).then(|| num2 as f64 / (2 * n * p) as f64);
@@ -694,6 +708,16 @@ mod tests {
         let mut fin = kernel();
         fin.resize(1);
         let err = fin.merge(&state, &[0]).unwrap_err().to_string();
+        assert!(err.contains("auc: malformed partial state"), "{err}");
+
+        // Counts are refused by a weighted call (it never writes them).
+        let mut counted = kernel();
+        fed_in_batches(&mut counted, &p[..COMPACT_FROM], &y[..COMPACT_FROM]);
+        assert_eq!(counted.store.groups[0].len(), 0, "all rows counted");
+        let state = counted.take_state(0..1).unwrap();
+        let mut weighted = AucKernel::new(Some(2));
+        weighted.resize(1);
+        let err = weighted.merge(&state, &[0]).unwrap_err().to_string();
         assert!(err.contains("auc: malformed partial state"), "{err}");
     }
 }
