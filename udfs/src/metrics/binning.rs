@@ -192,7 +192,7 @@ pub(crate) fn torch_linspace01(k: usize, m: usize) -> f64 {
 
 /// numpy's `_lerp`: `a + (b − a)·t`, computed from the far end when `t ≥ 0.5`.
 #[inline]
-fn np_lerp(a: f64, b: f64, t: f64) -> f64 {
+pub(crate) fn np_lerp(a: f64, b: f64, t: f64) -> f64 {
     let d = b - a;
     if t >= 0.5 {
         b - d * (1.0 - t)

@@ -2,7 +2,7 @@
 //! - [`binning`]: the bin rules of every tool whose numbers we reproduce (shared);
 //! - [`binned`]: `ece`, `mce`, `reliability`, `ace`, `rmsce`;
 //! - `bin_sums`: their per-bin sums (fixed-edge bins);
-//! - `quantile_bins`: their `'quantile'` bins over kept rows;
+//! - `quantile_bins`: their `'quantile'` bins over kept rows (`quantile_pass`: in one pass);
 //! - [`loss`]: `logloss`, `brier`, `ips_logloss`, `normalized_entropy`;
 //! - [`auc`]: exact ROC AUC;
 //! - [`field`]: `field_ece`, `field_rce`;
@@ -21,4 +21,5 @@ pub mod loss;
 pub mod multi_field;
 pub mod mvce;
 mod quantile_bins;
+mod quantile_pass;
 pub mod smooth;

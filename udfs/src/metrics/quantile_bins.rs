@@ -1,11 +1,12 @@
 //! The bins of the `'quantile'` rule (scikit-learn's `calibration_curve(strategy='quantile')`)
 //! over a group's kept rows: edges from the order statistics numpy's percentiles interpolate
 //! between (two per edge, found by a selection, not a sort), then every row counted into its
-//! bin.
+//! bin. Many unweighted rows take one pass instead (`quantile_pass`).
 
 use super::bin_sums::{self, CNT, NSTATS, W, WD, WP, WW, WY};
 use super::binned::Bin;
 use super::binning::{quantile_edges, quantile_edges_unsorted};
+use super::quantile_pass::one_pass;
 use crate::values::Rows;
 
 /// Bins a group's rows by `'quantile'` edges computed from them. A row goes to the number of
@@ -22,15 +23,15 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
     if rows.len() == 0 {
         return out;
     }
+    if let Some(pass) = one_pass(rows, m) {
+        add_class_sums(&mut out, &pass.edges, &pass.sums);
+        return out;
+    }
     if let Some(edges) = quantile_edges_unsorted(rows, m) {
         // Unweighted and many rows: edges by selection, rows binned where they lie.
-        let inner = &edges[1..m];
-        for (k, bin) in out.iter_mut().enumerate() {
-            bin.lower = Some(edges[k]);
-            bin.upper = Some(edges[k + 1]);
-        }
-        let below = EdgeTable::new(inner);
-        for c in 0..2 {
+        let below = EdgeTable::new(&edges[1..m]);
+        let mut sums = [vec![], vec![]];
+        for (c, class_sums) in sums.iter_mut().enumerate() {
             // Four copies of the sums, row i to copy i mod 4, so that rows of the same bin
             // do not wait for each other's addition (summed at the end).
             const COPIES: usize = 4;
@@ -51,23 +52,16 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
                     s[1] += p;
                 }
             }
-            let sums = (0..m).map(|b| {
-                (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
-                    let s = copies[k * m + b];
-                    [n + s[0], sp + s[1]]
+            *class_sums = (0..m)
+                .map(|b| {
+                    (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
+                        let s = copies[k * m + b];
+                        [n + s[0], sp + s[1]]
+                    })
                 })
-            });
-            for (bin, [count, sum_p]) in out.iter_mut().zip(sums) {
-                let y_sum = count * c as f64;
-                let s = &mut bin.stats;
-                s[CNT] += count;
-                s[W] += count;
-                s[WW] += count;
-                s[WP] += sum_p;
-                s[WY] += y_sum;
-                s[WD] += y_sum - sum_p;
-            }
+                .collect();
         }
+        add_class_sums(&mut out, &edges, &sums);
         return out;
     }
     rows.sort();
@@ -91,6 +85,26 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
         }
     }
     out
+}
+
+/// Sets the bins' edges and adds, per class c (its label), each bin's row count and Σp.
+fn add_class_sums(out: &mut [Bin], edges: &[f64], sums: &[Vec<[f64; 2]>; 2]) {
+    for (k, bin) in out.iter_mut().enumerate() {
+        bin.lower = Some(edges[k]);
+        bin.upper = Some(edges[k + 1]);
+    }
+    for (c, class_sums) in sums.iter().enumerate() {
+        for (bin, &[count, sum_p]) in out.iter_mut().zip(class_sums) {
+            let y_sum = count * c as f64;
+            let s = &mut bin.stats;
+            s[CNT] += count;
+            s[W] += count;
+            s[WW] += count;
+            s[WP] += sum_p;
+            s[WY] += y_sum;
+            s[WD] += y_sum - sum_p;
+        }
+    }
 }
 
 /// The number of edges strictly below a probability, for the many rows of `'quantile'`
