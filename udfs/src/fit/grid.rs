@@ -45,21 +45,15 @@ impl Entry {
 /// in a row loop whose speed out of a query was set by its instruction count. The
 /// products are formed as before, (w·d)·d, so the sums are the same to the last bit.
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
+#[repr(C, align(16))]
 pub(super) struct Cell {
     sums: [[f64; 2]; 3],
-}
-#[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
-pub(super) struct NCell {
-    sums: [f64; 3],
 }
 
 impl Cell {
     /// Adds the weights `w` = (n, t) at offset `d` from the cell's anchor.
     #[inline(always)]
     pub(super) fn add(&mut self, w: [f64; 2], d: f64) {
-        let w = [w[0], 0.0];
         let wd = [w[0] * d, w[1] * d];
         let wd2 = [wd[0] * d, wd[1] * d];
         let [s0, s1, s2] = &mut self.sums;
@@ -172,7 +166,6 @@ pub(super) struct Grid {
     ids: Vec<u32>,
     /// The touched blocks' cells, 2^bits a block.
     cells: Vec<Cell>,
-    ncells: Vec<NCell>,
 }
 
 impl Grid {
@@ -183,7 +176,6 @@ impl Grid {
             block_of: Box::new([0; N_IDS]),
             ids: vec![],
             cells: vec![],
-            ncells: vec![],
         }
     }
 
@@ -311,11 +303,6 @@ impl Grid {
     fn add_rows_at<const BITS: u32>(&mut self, s: &[f64], target: impl Fn(usize) -> f64) {
         let shift = 52 - BITS;
         let mut i = 0;
-        let (mut t0, mut t1, mut t2) = (0.0, 0.0, 0.0);
-        if self.ncells.len() < 20000 {
-            self.ncells.resize(20000, NCell::default());
-        }
-        let mut ncells = std::mem::take(&mut self.ncells);
         while i < s.len() {
             let block_of: &[u32; N_IDS] = &self.block_of;
             let cells: &mut [Cell] = &mut self.cells;
@@ -330,18 +317,7 @@ impl Grid {
                 }
                 let d = s[i] - f64::from_bits(top << shift);
                 let idx = top as usize & ((1 << BITS) - 1);
-                let t = target(i);
-                let c = &mut ncells[((b - 1) << BITS) | idx];
-                c.sums[0] += 1.0;
-                c.sums[1] += d;
-                c.sums[2] += d * d;
-                let dd = s[i] - 0.5;
-                t0 += t;
-                t1 += t * dd;
-                t2 += t * dd * dd;
-                if cells.len() == 17 {
-                    cells[0].add([1.0, target(i)], d);
-                }
+                cells[((b - 1) << BITS) | idx].add([1.0, target(i)], d);
                 i += 1;
             }
             if i < s.len() {
@@ -349,8 +325,6 @@ impl Grid {
                 i += 1;
             }
         }
-        std::hint::black_box((t0, t1, t2, &ncells));
-        self.ncells = ncells;
     }
 
     /// Adds one row per (s, y), the label as the target.

@@ -55,7 +55,8 @@ pub(super) struct QuantilePass {
 
 /// The rows' `'quantile'` edges and bin sums in one pass, or None when the rows are
 /// weighted, fewer than [`MIN_ROWS`], the bins more than 64 or fewer than 2, or the sample
-/// cannot bracket the edges (see the module documentation).
+/// cannot bracket the edges (see the module documentation). The rows are probabilities,
+/// checked in [0, 1] when they were stored (the keys order p ≥ −0 only).
 pub(super) fn one_pass(rows: &Rows, m: usize) -> Option<QuantilePass> {
     let n = rows.len();
     if n < MIN_ROWS || !(2..=MAX_BINS).contains(&m) || rows.w.iter().any(|w| !w.is_empty()) {
