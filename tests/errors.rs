@@ -162,3 +162,82 @@ async fn filtered_out_bad_rows_are_not_errors() {
     let batches = df.collect().await.unwrap();
     assert_eq!(batches[0].num_rows(), 1);
 }
+
+/// A fit past its exact mode adds whole batches to its grid on a fast path that checks the
+/// columns in bulk: a bad value in a late batch still fails the query with the per-row
+/// message. (The rows reach the grid's whole-batch path: with its refusal disabled the
+/// first case returns a model instead of an error.)
+#[tokio::test]
+async fn bad_rows_reaching_a_fit_on_its_grid_name_function_argument_and_value() {
+    // 200,000 distinct scores: each of the two partitions passes the 65,536 distinct scores
+    // kept exactly long before the bad row near the end.
+    let rows = |p: &str, y: &str, q: &str| {
+        format!(
+            "(SELECT {p} AS p, {y} AS y, {q} AS q FROM \
+             (SELECT value, value / 200001.0 AS s FROM generate_series(1, 200000)))"
+        )
+    };
+    let bad = "value = 199990";
+    let cases = [
+        (
+            format!(
+                "SELECT fit_gaussian_calib(p, y, q) FROM {}",
+                rows(
+                    "s",
+                    "value % 2",
+                    &format!("CASE WHEN {bad} THEN 0.0 ELSE 0.5 END")
+                )
+            ),
+            "fit_gaussian_calib: argument propensity must be in (0, 1], got 0",
+        ),
+        (
+            format!(
+                "SELECT fit_gaussian_calib(p, y, q) FROM {}",
+                rows(
+                    "s",
+                    &format!("CASE WHEN {bad} THEN 2 ELSE value % 2 END"),
+                    "0.5"
+                )
+            ),
+            "fit_gaussian_calib: argument y must be 0 or 1, got 2",
+        ),
+        (
+            format!(
+                "SELECT fit_platt(p, y) FROM {}",
+                rows(
+                    &format!("CASE WHEN {bad} THEN CAST('NaN' AS DOUBLE) ELSE s END"),
+                    "value % 2",
+                    "0.5"
+                )
+            ),
+            "fit_platt: argument score must be finite, got NaN",
+        ),
+        (
+            format!(
+                "SELECT fit_platt(p, y) FROM {}",
+                rows(
+                    &format!("CASE WHEN {bad} THEN CAST('-Infinity' AS DOUBLE) ELSE s END"),
+                    "value % 2",
+                    "0.5"
+                )
+            ),
+            "fit_platt: argument score must be finite, got -inf",
+        ),
+        (
+            format!(
+                "SELECT fit_beta_calib(p, y) FROM {}",
+                rows(
+                    &format!("CASE WHEN {bad} THEN 1.5 ELSE s END"),
+                    "value % 2",
+                    "0.5"
+                )
+            ),
+            "fit_beta_calib: argument p must be in [0, 1], got 1.5",
+        ),
+    ];
+    for (sql, want) in cases {
+        let got = error_of(&sql).await;
+        assert!(got.contains(want), "{sql}\n  want: {want}\n  got:  {got}");
+        assert_eq!(got.lines().count(), 1, "{sql}: not one line: {got}");
+    }
+}
