@@ -1,26 +1,29 @@
 //! `'quantile'` bins of many unweighted rows in one pass over them.
 //!
 //! The edges are numpy's percentiles, each interpolated between two order statistics of the
-//! rows. A sorted sample of the rows (every (n/S)-th) tells, for each inner edge, a
-//! *bracket* of scores that holds both of its order statistics with near certainty: the
-//! sample's values a few standard deviations of a sample rank below and above where the
-//! edge's rank falls in the sample. One pass over the rows then
-//! - counts and sums every row that lies between two brackets into its bin: its bin does
-//!   not depend on where inside the bracket the edge ends up (a row below bracket k's
-//!   lowest score lies below edge k, one above its highest score above it);
-//! - collects the rows inside the brackets (about 1% of the rows a bracket).
+//! rows. A sorted sample of the rows (every (n/S)-th) tells, for each edge, a *bracket* of
+//! scores that holds both of its order statistics with near certainty: the sample's values
+//! a few standard deviations of a sample rank below and above where the edge's rank falls
+//! in the sample (the outer edges, the smallest and largest row, are bracketed from the
+//! ends). The steps, in [`one_pass`]:
+//! 1. `brackets`: one per edge, from the sample;
+//! 2. `Pass::run`, the one pass over the rows: every row that lies between two brackets is
+//!    counted and summed into its bin at once — its bin does not depend on where inside the
+//!    brackets the edges end up (a row below bracket k's lowest score lies below edge k, one
+//!    above its highest score above it) — and the rows inside the brackets are collected
+//!    (about 0.5% of the rows a bracket);
+//! 3. `Pass::edges`: the order statistics selected among each bracket's rows (their ranks
+//!    there are the global ranks less the rows counted below the bracket);
+//! 4. `Pass::bin_sums`: the bracket rows binned against their edge.
 //!
-//! The order statistics are then selected among each bracket's rows (their ranks there are
-//! the global ranks less the rows counted below the bracket) and the bracket's rows binned
-//! against the edge. The result is exact: when a bracket misses its ranks (unlikely unless
-//! the rows are ordered adversarially to the sampling stride), when ties make the brackets
-//! overlap or hold too many rows, or when a bracket fills the room its sample promised,
-//! [`one_pass`] returns None and the caller selects by radix passes instead (see
-//! `values::select_ranks`).
+//! The result is exact: when a bracket misses its ranks (unlikely unless the rows are
+//! ordered adversarially to the sampling stride), when ties make the brackets overlap or
+//! hold too many rows, or when a bracket fills the room its sample promised, [`one_pass`]
+//! returns None and the caller selects by radix passes instead (see `values::select_ranks`).
 //!
-//! A row's place among the brackets comes from a table over the order-preserving bit
-//! patterns of the sample's range (16,384 one-byte cells, in a core's L1 cache); only the
-//! rows in a cell that a bracket bound crosses compare against the bounds.
+//! A row's place among the brackets comes from a table over the bit patterns of the
+//! sample's range (`PlaceTable`: 16,384 one-byte cells, in a core's L1 cache); only the rows
+//! in a cell that a bracket bound crosses compare against the bounds.
 
 use super::binning::{quantile_levels, unweighted_quantile_edges};
 use crate::values::Rows;
@@ -63,27 +66,50 @@ pub(super) fn one_pass(rows: &Rows, m: usize) -> Option<QuantilePass> {
         return None;
     }
     let parts = [rows.parts(0), rows.parts(1)];
-    let sample = sample_keys(&parts, n);
+    let qs = quantile_levels(m);
+    let (brackets, table) = {
+        let sample = sample_keys(&parts, n);
+        let brackets = brackets(&sample, n, &qs)?;
+        let table = PlaceTable::new(&brackets, sample[0], sample[sample.len() - 1]);
+        (brackets, table) // the sample's room is the collected rows' before they arrive
+    };
+    let pass = Pass::run(&parts, &brackets, &table)?;
+    let edges = pass.edges(&brackets, n, &qs)?;
+    let sums = pass.bin_sums(&edges);
+    Some(QuantilePass { edges, sums })
+}
+
+/// The scores around one edge that hold the order statistics it reads.
+struct Bracket {
+    /// The ranks (0-based, in the order of all rows) of the edge's order statistics.
+    ranks: [usize; 2],
+    /// The lowest and highest key ([`place_key`]) of the bracket, inclusive.
+    lo: u64,
+    hi: u64,
+    /// The rows the bracket may collect (estimated from the sample, with room to spare).
+    cap: usize,
+}
+
+/// One bracket per edge (M + 1) from the sorted sample keys, or None when they overlap,
+/// reach past the sample, or would collect more than [`MAX_COLLECTED_SHARE`] of the rows.
+/// The outer edges are the smallest and largest rows: their brackets run from the lowest key
+/// to the sample's 17th value, and from its 17th-largest to the highest key, so they always
+/// hold their rank.
+fn brackets(sample: &[u64], n: usize, qs: &[f64]) -> Option<Vec<Bracket>> {
     let s = sample.len();
     if sample[s - 1] >> 63 == 1 {
-        return None; // not probabilities (the pass's keys need p ≥ 0)
+        return None; // not probabilities (the keys need p ≥ 0)
     }
-    let qs = quantile_levels(m);
-
-    // Per edge k (bracket k): the ranks of the order statistics it reads, and its bounds.
-    // The outer edges are the smallest and largest rows: their brackets run from the lowest
-    // key to a sample value near the bottom, and from one near the top to the highest key,
-    // so they always hold their rank.
-    let mut ranks: Vec<[usize; 2]> = Vec::with_capacity(m + 1);
-    let mut bounds: Vec<(u64, u64)> = Vec::with_capacity(m + 1);
-    let mut caps = Vec::with_capacity(m + 1);
+    let m = qs.len() - 1;
     let stride = n.div_ceil(s);
+    let mut out: Vec<Bracket> = Vec::with_capacity(m + 1);
     for (k, &q) in qs.iter().enumerate() {
-        let (want, lo, hi) = if k == 0 {
+        let (ranks, lo, hi) = if k == 0 {
             ([0, 0], 0, sample[OUTER_REACH])
         } else if k == m {
             ([n - 1, n - 1], sample[s - 1 - OUTER_REACH], u64::MAX)
         } else {
+            // numpy's virtual index (n − 1)·q: the edge reads ranks ⌊vi⌋ and ⌊vi⌋ + 1.
             let vi = (n - 1) as f64 * q;
             let r = (vi.floor() as usize).min(n - 1);
             let at = r as f64 * s as f64 / n as f64;
@@ -98,159 +124,186 @@ pub(super) fn one_pass(rows: &Rows, m: usize) -> Option<QuantilePass> {
                 sample[hi as usize],
             )
         };
-        if bounds.last().is_some_and(|&(_, prev_hi)| prev_hi >= lo) {
+        if out.last().is_some_and(|prev| prev.hi >= lo) {
             return None; // brackets overlap: ties, or bins too many for the sample
         }
-        ranks.push(want);
-        bounds.push((lo, hi));
-        // The rows the bracket will hold, estimated from the sample, with room to spare.
         let in_sample = sample.partition_point(|&k| k <= hi) - sample.partition_point(|&k| k < lo);
-        caps.push((in_sample + 5 * (in_sample as f64).sqrt() as usize + 64) * stride);
+        let cap = (in_sample + 5 * (in_sample as f64).sqrt() as usize + 64) * stride;
+        out.push(Bracket { ranks, lo, hi, cap });
     }
-    let total_cap: usize = caps.iter().sum();
-    if total_cap as f64 > MAX_COLLECTED_SHARE * n as f64 {
-        return None;
-    }
+    let total: usize = out.iter().map(|b| b.cap).sum();
+    (total as f64 <= MAX_COLLECTED_SHARE * n as f64).then_some(out)
+}
 
-    // A row of key k lies at place j = #{thresholds ≤ k}: bracket b's rows (lo_b ≤ k ≤ hi_b)
-    // at the odd place 2b + 1, the rows between brackets b − 1 and b at the even place 2b
-    // (places 0 and 2(M+1), outside the outer brackets, stay empty).
-    let thresholds: Vec<u64> = bounds
-        .iter()
-        .flat_map(|&(lo, hi)| [lo, hi.saturating_add(1)])
-        .collect();
-    let table = PlaceTable::new(&thresholds, sample[0], sample[s - 1]);
-    drop(sample); // its room is the collected rows' before they arrive
-    let places = thresholds.len() + 1;
+/// The pass over the rows: per class, the row count and Σp of every place (see
+/// [`PlaceTable`]), and the rows inside the brackets.
+struct Pass {
+    /// Per class, per place: [rows, Σp].
+    place_sums: [Vec<[f64; 2]>; 2],
+    /// The collected rows: bracket b's in `collected[starts[b]..next[b]]`, class 0's before
+    /// `class_starts[b]`, class 1's from it.
+    collected: Vec<f64>,
+    starts: Vec<usize>,
+    class_starts: Vec<usize>,
+    next: Vec<usize>,
+}
 
-    // The collected rows: bracket b's region starts at starts[b] and has CHUNK slots to
-    // spare past its capacity, so that every row can write its score to the next slot of
-    // region j / 2 without a check (only a bracket's rows advance it; the region past the
-    // last bracket is written, never advanced) and the regions are checked once a chunk.
-    let mut starts = Vec::with_capacity(m + 2);
-    let mut at = 0;
-    for &cap in caps.iter().chain([&0]) {
-        starts.push(at);
-        at += cap + CHUNK;
-    }
-    let ends: Vec<usize> = starts.iter().zip(&caps).map(|(&a, &c)| a + c).collect();
-    let mut collected = vec![0.0f64; at];
-    let mut next = starts.clone();
-    let full = |next: &[usize]| next.iter().zip(&ends).any(|(&a, &e)| a > e);
-    // Where class 1's rows start in each region.
-    let mut class_starts = vec![];
-    let mut place_sums = [vec![[0.0f64; 2]; places], vec![[0.0f64; 2]; places]];
-    for c in 0..2 {
-        // Four copies of the sums, row i of a quad to copy i, so that rows of the same place
-        // do not wait for each other's addition.
-        const COPIES: usize = 4;
-        let mut copies = vec![[0.0f64; 2]; COPIES * places];
-        macro_rules! add {
-            ($copy:expr, $p:expr) => {{
-                let p: f64 = $p;
-                let j = table.place(place_key(p));
-                let sum = &mut copies[$copy * places + j];
-                sum[0] += 1.0;
-                sum[1] += p;
-                let b = j >> 1;
-                collected[next[b]] = p;
-                next[b] += j & 1;
-            }};
+impl Pass {
+    /// Reads every row once; None when a bracket collects more rows than its capacity.
+    fn run(parts: &[Vec<&[f64]>; 2], brackets: &[Bracket], table: &PlaceTable) -> Option<Pass> {
+        let places = table.thresholds.len() + 1;
+        // Bracket b's region starts at starts[b] and has CHUNK slots to spare past its
+        // capacity, so that every row can write its score to the next slot of region j / 2
+        // without a check (only a bracket's rows advance it; the region past the last
+        // bracket is written, never advanced) and the regions are checked once a chunk.
+        let mut starts = Vec::with_capacity(brackets.len() + 1);
+        let mut at = 0;
+        for cap in brackets.iter().map(|b| b.cap).chain([0]) {
+            starts.push(at);
+            at += cap + CHUNK;
         }
-        for part in &parts[c] {
-            for chunk in part.chunks(CHUNK) {
-                let quads = chunk.chunks_exact(COPIES);
-                let rest = quads.remainder();
-                for quad in quads {
-                    for (copy, &p) in quad.iter().enumerate() {
-                        add!(copy, p);
+        let ends: Vec<usize> = starts
+            .iter()
+            .zip(brackets)
+            .map(|(&a, b)| a + b.cap)
+            .collect();
+        let full = |next: &[usize]| next.iter().zip(&ends).any(|(&a, &e)| a > e);
+        let mut collected = vec![0.0f64; at];
+        let mut next = starts.clone();
+        let mut class_starts = vec![];
+        let mut place_sums = [vec![[0.0f64; 2]; places], vec![[0.0f64; 2]; places]];
+        for (c, class_parts) in parts.iter().enumerate() {
+            // Four copies of the sums, row i of a quad to copy i, so that rows of the same
+            // place do not wait for each other's addition.
+            const COPIES: usize = 4;
+            let mut copies = vec![[0.0f64; 2]; COPIES * places];
+            macro_rules! add {
+                ($copy:expr, $p:expr) => {{
+                    let p: f64 = $p;
+                    let j = table.place(place_key(p));
+                    let sum = &mut copies[$copy * places + j];
+                    sum[0] += 1.0;
+                    sum[1] += p;
+                    let b = j >> 1;
+                    collected[next[b]] = p;
+                    next[b] += j & 1;
+                }};
+            }
+            for part in class_parts {
+                for chunk in part.chunks(CHUNK) {
+                    let quads = chunk.chunks_exact(COPIES);
+                    let rest = quads.remainder();
+                    for quad in quads {
+                        for (copy, &p) in quad.iter().enumerate() {
+                            add!(copy, p);
+                        }
+                    }
+                    for &p in rest {
+                        add!(0, p);
+                    }
+                    if full(&next) {
+                        return None; // a bracket holds more rows than its sample promised
                     }
                 }
-                for &p in rest {
-                    add!(0, p);
-                }
-                if full(&next) {
-                    return None; // a bracket holds more rows than its sample promised
+            }
+            for (j, total) in place_sums[c].iter_mut().enumerate() {
+                for k in 0..COPIES {
+                    let s = copies[k * places + j];
+                    total[0] += s[0];
+                    total[1] += s[1];
                 }
             }
-        }
-        for (j, total) in place_sums[c].iter_mut().enumerate() {
-            for k in 0..COPIES {
-                let s = copies[k * places + j];
-                total[0] += s[0];
-                total[1] += s[1];
+            if c == 0 {
+                class_starts = next.clone();
             }
         }
-        if c == 0 {
-            class_starts = next.clone();
-        }
+        Some(Pass {
+            place_sums,
+            collected,
+            starts,
+            class_starts,
+            next,
+        })
     }
 
-    // The order statistics, selected among each bracket's rows.
-    let mut selected: Vec<(usize, f64)> = Vec::with_capacity(2 * (m + 1));
-    let mut below = 0usize;
-    let mut scratch = vec![];
-    for (b, &want) in ranks.iter().enumerate() {
-        let count = |j: usize| (place_sums[0][j][0] + place_sums[1][j][0]) as usize;
-        below += count(2 * b);
-        let rows_in = &collected[starts[b]..next[b]];
-        if rows_in.len() != count(2 * b + 1) {
-            return None; // cannot happen: every counted bracket row was collected
-        }
-        if want[0] < below || want[1] >= below + rows_in.len() {
-            return None; // the bracket missed its ranks
-        }
-        scratch.clear();
-        scratch.extend_from_slice(rows_in);
-        let local = want[0] - below;
-        let (_, &mut v, rest) = scratch.select_nth_unstable_by(local, f64::total_cmp);
-        selected.push((want[0], v));
-        if want[1] != want[0] {
-            let next_v = rest.iter().copied().min_by(f64::total_cmp).unwrap_or(v);
-            selected.push((want[1], next_v));
-        }
-        below += rows_in.len();
+    /// The rows at place j, both classes.
+    fn count(&self, j: usize) -> usize {
+        (self.place_sums[0][j][0] + self.place_sums[1][j][0]) as usize
     }
-    let value_at = |rank: usize| {
-        selected
-            .iter()
-            .find(|&&(r, _)| r == rank)
-            .map(|&(_, v)| v)
-            .expect("an edge's order statistic is selected")
-    };
-    // numpy's edge at q = 0 is lerp(x₍₀₎, x₍₁₎, 0) = x₍₀₎ + 0·(x₍₁₎ − x₍₀₎): the smallest score
-    // plus +0 (so −0 becomes 0); at q = 1 the largest.
-    let mut edges = Vec::with_capacity(m + 1);
-    edges.push(value_at(0) + 0.0);
-    edges.extend(unweighted_quantile_edges(n, &qs[1..m], value_at));
-    edges.push(value_at(n - 1));
 
-    // Bin sums: the rows between brackets by place (between brackets b − 1 and b: above
-    // edges 1..b−1, below edge b: bin b − 1), then each bracket's rows against its edge (a
-    // row of inner bracket b lies above edges 1..b−1 and below edges b + 1..: bin b − 1, or
-    // b when strictly above edge b; the outer brackets' rows are in the outer bins).
-    let mut sums = [vec![[0.0f64; 2]; m], vec![[0.0f64; 2]; m]];
-    for c in 0..2 {
-        for b in 1..=m {
-            sums[c][b - 1] = place_sums[c][2 * b];
+    /// The M + 1 edges from the order statistics selected among each bracket's rows (their
+    /// rank there is the global rank less the rows counted below the bracket); None when a
+    /// bracket missed its ranks.
+    fn edges(&self, brackets: &[Bracket], n: usize, qs: &[f64]) -> Option<Vec<f64>> {
+        let mut selected: Vec<(usize, f64)> = Vec::with_capacity(2 * brackets.len());
+        let mut below = 0usize;
+        let mut scratch = vec![];
+        for (b, bracket) in brackets.iter().enumerate() {
+            below += self.count(2 * b);
+            let rows_in = &self.collected[self.starts[b]..self.next[b]];
+            if rows_in.len() != self.count(2 * b + 1) {
+                return None; // cannot happen: every counted bracket row was collected
+            }
+            let [r0, r1] = bracket.ranks;
+            if r0 < below || r1 >= below + rows_in.len() {
+                return None; // the bracket missed its ranks
+            }
+            scratch.clear();
+            scratch.extend_from_slice(rows_in);
+            let (_, &mut v, rest) = scratch.select_nth_unstable_by(r0 - below, f64::total_cmp);
+            selected.push((r0, v));
+            if r1 != r0 {
+                let next_v = rest.iter().copied().min_by(f64::total_cmp).unwrap_or(v);
+                selected.push((r1, next_v));
+            }
+            below += rows_in.len();
         }
-        for b in 0..=m {
-            let (from, to) = if c == 0 {
-                (starts[b], class_starts[b])
-            } else {
-                (class_starts[b], next[b])
-            };
-            let edge = edges[b];
-            let base = b.saturating_sub(1).min(m - 1);
-            let inner = b > 0 && b < m;
-            for &p in &collected[from..to] {
-                let s = &mut sums[c][base + usize::from(inner && edge < p)];
-                s[0] += 1.0;
-                s[1] += p;
+        let value_at = |rank: usize| {
+            selected
+                .iter()
+                .find(|&&(r, _)| r == rank)
+                .map(|&(_, v)| v)
+                .expect("an edge's order statistic is selected")
+        };
+        // numpy's edge at q = 0 is lerp(x₍₀₎, x₍₁₎, 0) = x₍₀₎ + 0·(x₍₁₎ − x₍₀₎): the smallest
+        // score plus +0 (so −0 becomes 0); at q = 1 the largest.
+        let m = qs.len() - 1;
+        let mut edges = Vec::with_capacity(m + 1);
+        edges.push(value_at(0) + 0.0);
+        edges.extend(unweighted_quantile_edges(n, &qs[1..m], value_at));
+        edges.push(value_at(n - 1));
+        Some(edges)
+    }
+
+    /// Per class, each bin's [rows, Σp]: the rows between brackets by place (between
+    /// brackets b − 1 and b: above edges 1..b−1, below edge b: bin b − 1), then each
+    /// bracket's rows against its edge (a row of inner bracket b lies above edges 1..b−1 and
+    /// below edges b + 1..: bin b − 1, or b when strictly above edge b; the outer brackets'
+    /// rows are in the outer bins).
+    fn bin_sums(&self, edges: &[f64]) -> [Vec<[f64; 2]>; 2] {
+        let m = edges.len() - 1;
+        let mut sums = [vec![[0.0f64; 2]; m], vec![[0.0f64; 2]; m]];
+        for (c, class_sums) in sums.iter_mut().enumerate() {
+            for b in 1..=m {
+                class_sums[b - 1] = self.place_sums[c][2 * b];
+            }
+            for (b, &edge) in edges.iter().enumerate() {
+                let (from, to) = if c == 0 {
+                    (self.starts[b], self.class_starts[b])
+                } else {
+                    (self.class_starts[b], self.next[b])
+                };
+                let base = b.saturating_sub(1).min(m - 1);
+                let inner = b > 0 && b < m;
+                for &p in &self.collected[from..to] {
+                    let s = &mut class_sums[base + usize::from(inner && edge < p)];
+                    s[0] += 1.0;
+                    s[1] += p;
+                }
             }
         }
+        sums
     }
-    Some(QuantilePass { edges, sums })
 }
 
 /// A row's key in the pass: the bit pattern of p + 0 (−0 becomes 0), in the order of the
@@ -281,10 +334,14 @@ fn sample_keys(parts: &[Vec<&[f64]>; 2], n: usize) -> Vec<u64> {
     out
 }
 
-/// A row's place among sorted thresholds (the number at or below its key) in one table
-/// lookup for all but the keys in cells a threshold crosses.
-struct PlaceTable<'a> {
-    thresholds: &'a [u64],
+/// A row's place among the brackets: the number of bracket bounds at or below its key k
+/// (lo_b counts when lo_b ≤ k, hi_b when hi_b < k), so bracket b's rows are at the odd place
+/// 2b + 1 and the rows between brackets b − 1 and b at the even place 2b (places 0 and
+/// 2(M+1), outside the outer brackets, stay empty). One table lookup for all but the keys in
+/// cells a bound crosses.
+struct PlaceTable {
+    /// lo_0, hi_0 + 1, lo_1, hi_1 + 1, …: ascending.
+    thresholds: Vec<u64>,
     /// The sample's smallest key: cell 0 starts there (keys below it fall in cell 0 too).
     base: u64,
     /// Key bits per cell.
@@ -292,10 +349,14 @@ struct PlaceTable<'a> {
     cells: Vec<u8>,
 }
 
-impl<'a> PlaceTable<'a> {
+impl PlaceTable {
     /// The table over `[lo, hi]` (the sample's range) in cells 0..CELLS−1, the last cell
     /// holding every key above it.
-    fn new(thresholds: &'a [u64], lo: u64, hi: u64) -> Self {
+    fn new(brackets: &[Bracket], lo: u64, hi: u64) -> Self {
+        let thresholds: Vec<u64> = brackets
+            .iter()
+            .flat_map(|b| [b.lo, b.hi.saturating_add(1)])
+            .collect();
         debug_assert!(thresholds.len() < usize::from(NEAR));
         let span = hi - lo;
         let mut shift = 0;
