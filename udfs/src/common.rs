@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, RecordBatch};
-use arrow::buffer::BooleanBuffer;
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch};
+use arrow::buffer::{BooleanBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Float64Type, Schema};
 use datafusion_common::{exec_err, plan_datafusion_err, plan_err, Result, ScalarValue};
 use datafusion_expr::{ColumnarValue, Signature, TypeSignature, Volatility};
@@ -395,12 +395,27 @@ pub(crate) fn fixed_lists(values: Vec<f64>, width: usize) -> ArrayRef {
     ))
 }
 
-/// The list state type used by every list-valued state field.
+/// The list type of items `t` that every list-valued state and model field uses.
+pub(crate) fn list_type(t: DataType) -> DataType {
+    DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(t, true)))
+}
+
+/// The list state type used by every list-valued state field of floats.
 pub(crate) fn f64_list_type() -> DataType {
-    DataType::List(Arc::new(arrow::datatypes::Field::new_list_field(
-        DataType::Float64,
-        true,
-    )))
+    list_type(DataType::Float64)
+}
+
+/// A list column (no null lists) of `values` cut by `offsets`; its item type is the values'.
+pub(crate) fn list_array(offsets: OffsetBuffer<i32>, values: ArrayRef) -> ArrayRef {
+    Arc::new(ListArray::new(
+        Arc::new(arrow::datatypes::Field::new_list_field(
+            values.data_type().clone(),
+            true,
+        )),
+        offsets,
+        values,
+        None,
+    ))
 }
 
 /// Reads a list state column as (offsets, values) for merging.

@@ -23,7 +23,7 @@ use crate::scalars::sigmoid;
 
 /// The fields of the model struct, in order.
 pub fn model_fields() -> Fields {
-    let list = || DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
+    let list = crate::common::f64_list_type;
     Fields::from(vec![
         Field::new("method", DataType::Utf8, true),
         Field::new("a", DataType::Float64, true),

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, StringArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StringArray, UInt32Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::compute::{and, cast, is_not_null, take};
 use arrow::datatypes::{DataType, Field, FieldRef};
@@ -23,7 +23,7 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
-use crate::common::{literal_checked, n_bins, Arg, CallShape};
+use crate::common::{list_array, list_type, literal_checked, n_bins, Arg, CallShape};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
 use crate::model::Model;
@@ -190,15 +190,11 @@ impl AggregateUDFImpl for FieldFit {
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let mut fields: Vec<FieldRef> = vec![Arc::new(Field::new(
             format_state_name(args.name, "field_keys"),
-            DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))),
+            list_type(DataType::Utf8),
             true,
         ))];
         fields.extend(fit_state_fields(args.name).into_iter().map(|f| {
-            Arc::new(Field::new(
-                f.name(),
-                DataType::List(Arc::new(Field::new_list_field(f.data_type().clone(), true))),
-                true,
-            )) as FieldRef
+            Arc::new(Field::new(f.name(), list_type(f.data_type().clone()), true)) as FieldRef
         }));
         Ok(fields)
     }
@@ -385,14 +381,7 @@ impl Kernel for FieldFitKernel {
             .iter()
             .flat_map(|k| k.order.iter().map(|(s, _)| Some(s.as_str())))
             .collect();
-        let wrap = |values: ArrayRef| -> ArrayRef {
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(values.data_type().clone(), true)),
-                offsets.clone(),
-                values,
-                None,
-            ))
-        };
+        let wrap = |values: ArrayRef| list_array(offsets.clone(), values);
         let inner = self.inner.state(0..self.inner.num_groups())?;
         let indices = UInt32Array::from(order);
         let mut out = vec![wrap(Arc::new(names))];

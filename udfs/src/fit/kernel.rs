@@ -3,13 +3,13 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use arrow::datatypes::{Float64Type, Int64Type};
 use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
-    check_p, check_propensity, check_y, f64s, for_each_row, list_parts, usable_rows,
+    check_p, check_propensity, check_y, f64s, for_each_row, list_array, list_parts, usable_rows,
 };
 use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
@@ -302,14 +302,7 @@ impl Kernel for FitKernel {
                 0
             }
         }));
-        let list = |vals: ArrayRef, t: DataType, offsets: &OffsetBuffer<i32>| -> ArrayRef {
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(t, true)),
-                offsets.clone(),
-                vals,
-                None,
-            ))
-        };
+        let list = |vals: ArrayRef, offsets: &OffsetBuffer<i32>| list_array(offsets.clone(), vals);
         let grid_entries = || {
             sts.iter()
                 .zip(&entries)
@@ -319,11 +312,11 @@ impl Kernel for FitKernel {
         let keys: Vec<i64> = grid_entries().map(|(k, _)| *k).collect();
         let field = |f: fn(&Entry) -> f64| -> ArrayRef {
             let v: Float64Array = entries.iter().flatten().map(|(_, e)| f(e)).collect();
-            list(Arc::new(v), DataType::Float64, &offsets)
+            list(Arc::new(v), &offsets)
         };
         let moment = |f: fn(&Entry) -> f64| -> ArrayRef {
             let v: Float64Array = grid_entries().map(|(_, e)| f(e)).collect();
-            list(Arc::new(v), DataType::Float64, &grid_offsets)
+            list(Arc::new(v), &grid_offsets)
         };
         Ok(vec![
             Arc::new(BooleanArray::from(
@@ -338,11 +331,7 @@ impl Kernel for FitKernel {
             Arc::new(Float64Array::from(
                 sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
             )),
-            list(
-                Arc::new(Int64Array::from(keys)),
-                DataType::Int64,
-                &grid_offsets,
-            ),
+            list(Arc::new(Int64Array::from(keys)), &grid_offsets),
             field(|e| e.lo),
             field(|e| e.n),
             field(|e| e.t),

@@ -39,7 +39,7 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
-use crate::common::{f64_list_type, literal, literal_checked, n_bins, Arg, CallShape};
+use crate::common::{f64_list_type, list_type, literal, literal_checked, n_bins, Arg, CallShape};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common};
 use crate::metrics::binning::Strategy;
 
@@ -392,10 +392,7 @@ pub(crate) fn fit_state_fields(name: &str) -> Vec<FieldRef> {
         f("rows", DataType::Int64),
         f("s_min", DataType::Float64),
         f("s_max", DataType::Float64),
-        f(
-            "keys",
-            DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))),
-        ),
+        f("keys", list_type(DataType::Int64)),
         f("lo", f64_list_type()),
         f("n", f64_list_type()),
         f("t", f64_list_type()),

@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion_common::{internal_err, Result};
@@ -25,7 +25,7 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
-use crate::common::{f64_list_type, list_parts, weight_col, Arg, CallShape};
+use crate::common::{f64_list_type, list_array, list_parts, list_type, weight_col, Arg, CallShape};
 use crate::kernel::{kernel_udaf_common, Kernel};
 use crate::values::{self, distinct_in, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore};
 
@@ -95,12 +95,11 @@ impl AggregateUDFImpl for Auc {
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let mut fields = values::state_fields(args.name);
-        let list = |t: DataType| DataType::List(Arc::new(Field::new_list_field(t, true)));
         for (name, t) in TALLY_STATE_NAMES.iter().zip([
             f64_list_type(),
             f64_list_type(),
-            list(DataType::Int64),
-            list(DataType::Int64),
+            list_type(DataType::Int64),
+            list_type(DataType::Int64),
         ]) {
             fields.push(Arc::new(Field::new(
                 format_state_name(args.name, name),
@@ -145,16 +144,20 @@ impl AucKernel {
         }
     }
 
+    /// Group `g`'s own rows (not the merged runs, not the counted ones).
+    #[inline]
+    fn own_rows(&self, g: usize) -> usize {
+        let rows = &self.store.groups[g];
+        rows.p[0].len() + rows.p[1].len()
+    }
+
     /// Counts group `g`'s own rows into its tallies when it has enough of them and that
     /// saves at least half their room. The newest rows are looked at first (sorted in place:
     /// the order of a group's rows does not matter): when a sample of [`COMPACT_FROM`] rows
     /// holds more than a quarter as many distinct scores, the group is not sorted whole,
     /// and tries again when its rows have grown fourfold.
     fn maybe_count(&mut self, g: usize) {
-        let own = {
-            let rows = &self.store.groups[g];
-            rows.p[0].len() + rows.p[1].len()
-        };
+        let own = self.own_rows(g);
         if own < self.next_count[g] {
             return;
         }
@@ -229,27 +232,19 @@ impl AucKernel {
     /// The tally lists of groups in `range`: scores per class, then row counts per class.
     fn tally_state(tallies: &[[Tally; 2]]) -> Vec<ArrayRef> {
         let offsets = |c: usize| OffsetBuffer::from_lengths(tallies.iter().map(|t| t[c].len()));
-        let list = |t: DataType, offsets: OffsetBuffer<i32>, values: ArrayRef| -> ArrayRef {
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(t, true)),
-                offsets,
-                values,
-                None,
-            ))
-        };
         let scores = |c: usize| -> ArrayRef {
             let v: Float64Array = tallies
                 .iter()
                 .flat_map(|t| t[c].p.iter().copied())
                 .collect();
-            list(DataType::Float64, offsets(c), Arc::new(v))
+            list_array(offsets(c), Arc::new(v))
         };
         let counts = |c: usize| -> ArrayRef {
             let v: Int64Array = tallies
                 .iter()
                 .flat_map(|t| t[c].n.iter().map(|&n| n as i64))
                 .collect();
-            list(DataType::Int64, offsets(c), Arc::new(v))
+            list_array(offsets(c), Arc::new(v))
         };
         vec![scores(0), scores(1), counts(0), counts(1)]
     }
@@ -295,8 +290,11 @@ impl Kernel for AucKernel {
         if self.store.num_groups() == 1 {
             self.maybe_count(0);
         } else {
+            // A row's group is rarely due: the check stays in the loop, the counting not.
             for &g in groups {
-                self.maybe_count(g);
+                if self.own_rows(g) >= self.next_count[g] {
+                    self.maybe_count(g);
+                }
             }
         }
         Ok(())
@@ -342,8 +340,10 @@ impl Kernel for AucKernel {
                     return internal_err!("auc: malformed partial state");
                 }
                 let (p, n) = (&p[span.clone()], &n[on[r] as usize..on[r + 1] as usize]);
+                // Distinct probabilities, ascending (NaN fails both checks), each with rows.
                 let ascending = p.windows(2).all(|w| w[0] < w[1]);
-                if p.len() != n.len() || !ascending || n.iter().any(|&k| k < 1) {
+                let probabilities = p.iter().all(|x| (0.0..=1.0).contains(x));
+                if p.len() != n.len() || !ascending || !probabilities || n.iter().any(|&k| k < 1) {
                     return internal_err!("auc: malformed partial state");
                 }
                 let tally = &mut self.tallies[g][c];
@@ -692,6 +692,7 @@ mod tests {
         let mut part = kernel();
         fed_in_batches(&mut part, &p, &y);
         let mut state = part.take_state(0..1).unwrap();
+        let part_state = state.clone();
         let scores = state[5].as_list::<i32>();
         let mut values = scores
             .values()
@@ -699,16 +700,50 @@ mod tests {
             .values()
             .to_vec();
         values.reverse();
-        state[5] = Arc::new(ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Float64, true)),
+        state[5] = list_array(
             scores.offsets().clone(),
             Arc::new(Float64Array::from(values)),
-            None,
-        ));
+        );
         let mut fin = kernel();
         fin.resize(1);
         let err = fin.merge(&state, &[0]).unwrap_err().to_string();
         assert!(err.contains("auc: malformed partial state"), "{err}");
+
+        // Ascending but not probabilities (each score + 1), and a single NaN score.
+        for bad in [None, Some(f64::NAN)] {
+            let mut state = part_state.clone();
+            let scores = state[5].as_list::<i32>();
+            let values: Vec<f64> = match bad {
+                None => scores
+                    .values()
+                    .as_primitive::<arrow::datatypes::Float64Type>()
+                    .values()
+                    .iter()
+                    .map(|v| v + 1.0)
+                    .collect(),
+                Some(x) => vec![x],
+            };
+            let offsets = match bad {
+                None => scores.offsets().clone(),
+                Some(_) => OffsetBuffer::from_lengths([1]),
+            };
+            let counts: ArrayRef = match bad {
+                None => Arc::clone(&state[7]),
+                Some(_) => list_array(
+                    OffsetBuffer::from_lengths([1]),
+                    Arc::new(Int64Array::from(vec![3])),
+                ),
+            };
+            state[5] = list_array(offsets, Arc::new(Float64Array::from(values)));
+            state[7] = counts;
+            let mut fin = kernel();
+            fin.resize(1);
+            let err = fin.merge(&state, &[0]).unwrap_err().to_string();
+            assert!(
+                err.contains("auc: malformed partial state"),
+                "{bad:?}: {err}"
+            );
+        }
 
         // Counts are refused by a weighted call (it never writes them).
         let mut counted = kernel();

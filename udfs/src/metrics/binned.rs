@@ -26,8 +26,8 @@ use super::binning::{FixedBins, Strategy};
 use super::quantile_bins::quantile_bins;
 use crate::common::{
     all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, fixed_lists,
-    for_each_row, list_parts, literal, literal_checked, n_bins, usable_rows, weight_col, Arg,
-    CallShape,
+    for_each_row, list_array, list_parts, literal, literal_checked, n_bins, usable_rows,
+    weight_col, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
@@ -560,12 +560,10 @@ fn reliability_array(groups: Vec<Vec<Bin>>, z: f64) -> Result<ArrayRef> {
 
 /// `n` empty lists (the unused half of the state).
 fn empty_lists(n: usize) -> ArrayRef {
-    Arc::new(ListArray::new(
-        Arc::new(Field::new_list_field(DataType::Float64, true)),
+    list_array(
         OffsetBuffer::new_zeroed(n),
         Arc::new(Float64Array::from(Vec::<f64>::new())),
-        None,
-    ))
+    )
 }
 
 impl Kernel for BinnedKernel {

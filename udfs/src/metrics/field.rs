@@ -9,7 +9,7 @@ use std::hash::Hash;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
@@ -23,7 +23,7 @@ use hashbrown::HashMap;
 
 use crate::common::{
     all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, for_each_row,
-    list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
+    list_array, list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::all_labels;
@@ -563,18 +563,11 @@ impl Kernel for FieldKernel {
             .iter()
             .flat_map(|g| g.iter().map(|k| Some(k.as_slice())))
             .collect();
-        let list = |values: ArrayRef, t: DataType| -> ArrayRef {
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(t, true)),
-                offsets.clone(),
-                values,
-                None,
-            ))
-        };
-        let mut out: Vec<ArrayRef> = vec![list(Arc::new(keys), DataType::Binary)];
+        let list = |values: ArrayRef| list_array(offsets.clone(), values);
+        let mut out: Vec<ArrayRef> = vec![list(Arc::new(keys))];
         for k in 0..3 {
             let vals: Float64Array = stats.iter().flat_map(|g| g.iter().map(|s| s[k])).collect();
-            out.push(list(Arc::new(vals), DataType::Float64));
+            out.push(list(Arc::new(vals)));
         }
         Ok(out)
     }

@@ -13,7 +13,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::{internal_err, Result};
@@ -23,8 +23,8 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    check_p, check_y, f64_list_type, f64s, for_each_row, list_parts, literal_checked, usable_rows,
-    Arg, CallShape,
+    check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts, literal_checked,
+    usable_rows, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
@@ -447,12 +447,7 @@ impl Kernel for SmoothKernel {
          -> ArrayRef {
             let offsets = OffsetBuffer::from_lengths(groups.iter().map(len));
             let values: Float64Array = groups.iter().flat_map(vals).collect();
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(DataType::Float64, true)),
-                offsets,
-                Arc::new(values),
-                None,
-            ))
+            list_array(offsets, Arc::new(values))
         };
         // A group with grids carries its row count in `n` (rows are counted as they merge).
         let n: Float64Array = groups

@@ -21,16 +21,16 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::Float64Type;
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::datatypes::{Field, FieldRef};
 use datafusion_common::{internal_err, Result};
 use datafusion_expr::utils::format_state_name;
 
 use crate::common::{
-    all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_parts,
-    usable_rows,
+    all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_array,
+    list_parts, usable_rows,
 };
 use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
@@ -363,12 +363,7 @@ impl ValueStore {
                     vals.extend_from_slice(part);
                 }
             }
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(DataType::Float64, true)),
-                offsets,
-                Arc::new(Float64Array::from(vals)),
-                None,
-            ))
+            list_array(offsets, Arc::new(Float64Array::from(vals)))
         };
         vec![
             list(&|r| r.parts(0)),
@@ -425,12 +420,10 @@ impl ValueStore {
                     }
                     all
                 };
-                Arc::new(ListArray::new(
-                    Arc::new(Field::new_list_field(DataType::Float64, true)),
+                list_array(
                     OffsetBuffer::from_lengths(lengths),
                     Arc::new(Float64Array::from(values)),
-                    None,
-                ))
+                )
             })
             .collect()
     }
