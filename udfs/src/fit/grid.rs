@@ -47,7 +47,21 @@ impl Entry {
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(16))]
 pub(super) struct Cell {
-    sums: [[f64; 2]; 3],
+    sums: [Pair; 3],
+}
+
+/// Two sums side by side, aligned to 16 bytes so that the row loop's loads fold into its
+/// additions (SSE2 folds only aligned loads; with `[f64; 2]` the compiler lost the cell's
+/// alignment and loaded each pair on its own).
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Pair([f64; 2]);
+
+impl Pair {
+    #[inline(always)]
+    fn plus(self, o: [f64; 2]) -> Pair {
+        Pair([self.0[0] + o[0], self.0[1] + o[1]])
+    }
 }
 
 impl Cell {
@@ -56,18 +70,14 @@ impl Cell {
     pub(super) fn add(&mut self, w: [f64; 2], d: f64) {
         let wd = [w[0] * d, w[1] * d];
         let wd2 = [wd[0] * d, wd[1] * d];
-        let [s0, s1, s2] = &mut self.sums;
-        for k in 0..2 {
-            s0[k] += w[k];
-            s1[k] += wd[k];
-            s2[k] += wd2[k];
-        }
+        let [s0, s1, s2] = self.sums;
+        self.sums = [s0.plus(w), s1.plus(wd), s2.plus(wd2)];
     }
 
     /// Adds another cell's sums (a partial state's entry), its offsets taken from the same
     /// anchor.
     pub(super) fn merge(&mut self, e: &Entry) {
-        let [s0, s1, s2] = &mut self.sums;
+        let [Pair(s0), Pair(s1), Pair(s2)] = &mut self.sums;
         *s0 = [s0[0] + e.n, s0[1] + e.t];
         *s1 = [s1[0] + e.nd, s1[1] + e.td];
         *s2 = [s2[0] + e.nd2, s2[1] + e.td2];
@@ -75,12 +85,12 @@ impl Cell {
 
     /// The rows in the cell (Σn).
     pub(super) fn n(&self) -> f64 {
-        self.sums[0][0]
+        self.sums[0].0[0]
     }
 
     /// The cell as an entry anchored at `lo`.
     pub(super) fn entry(&self, lo: f64) -> Entry {
-        let [[n, t], [nd, td], [nd2, td2]] = self.sums;
+        let [Pair([n, t]), Pair([nd, td]), Pair([nd2, td2])] = self.sums;
         Entry {
             lo,
             n,
@@ -92,6 +102,9 @@ impl Cell {
         }
     }
 }
+
+/// The `block_of` entry of a block not yet touched.
+const UNTOUCHED: u32 = u32::MAX;
 
 /// The flag of a coarse grid's cell keys in a partial state (see [`Grid::key`]).
 const COARSE_KEY: i64 = 1 << 19;
@@ -121,9 +134,12 @@ pub(super) fn ips_target(y: f64, q: f64, clip: f64) -> f64 {
 
 /// The smallest and largest of `v`, or None when one is not finite. One pass in
 /// independent lanes that vectorises: x · 0 is ±0 for a finite x and NaN otherwise, so the
-/// check is float arithmetic (SSE2 has no 64-bit integer compare).
+/// check is float arithmetic (SSE2 has no 64-bit integer compare). Four lanes, not eight:
+/// with eight, the twelve accumulators and the copies SSE2's two-operand min/max need do
+/// not fit the sixteen registers, and the loop spilled to the stack (0.40 ns a value
+/// against 0.23 in a standalone measurement of 8,192-value slices).
 pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
-    const L: usize = 8;
+    const L: usize = 4;
     let mut lo = [f64::INFINITY; L];
     let mut hi = [f64::NEG_INFINITY; L];
     let mut nan = [0.0f64; L];
@@ -160,7 +176,8 @@ pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
 pub(super) struct Grid {
     /// `FINE_BITS` or `COARSE_BITS` (see `FitMethod::grid_bits`).
     bits: u32,
-    /// Per block id: 1 + the block's position in `cells` (in blocks), or 0 when untouched.
+    /// Per block id: the index in `cells` of the block's first cell (so the row loop finds
+    /// a cell as start | index, with no arithmetic on the start), or [`UNTOUCHED`].
     block_of: Box<[u32; N_IDS]>,
     /// The touched blocks' ids, in allocation order.
     ids: Vec<u32>,
@@ -173,7 +190,7 @@ impl Grid {
         debug_assert!(bits == FINE_BITS || bits == COARSE_BITS);
         Self {
             bits,
-            block_of: Box::new([0; N_IDS]),
+            block_of: Box::new([UNTOUCHED; N_IDS]),
             ids: vec![],
             cells: vec![],
         }
@@ -254,25 +271,27 @@ impl Grid {
 
     #[inline(always)]
     pub(super) fn cell(&mut self, id: u32, idx: usize) -> &mut Cell {
-        let mut b = self.block_of[id as usize] as usize;
-        if b == 0 {
-            b = self.new_block(id);
+        let mut start = self.block_of[id as usize];
+        if start == UNTOUCHED {
+            start = self.new_block(id);
         }
-        let at = ((b - 1) << self.bits) | (idx & (self.block_len() - 1));
+        let start = start as usize;
+        let at = start | (idx & (self.block_len() - 1));
         &mut self.cells[at]
     }
 
     #[cold]
     #[inline(never)]
-    fn new_block(&mut self, id: u32) -> usize {
-        self.ids.push(id);
+    fn new_block(&mut self, id: u32) -> u32 {
         // Exact growth: a fit touches a few dozen blocks, and doubling would hold up to
         // twice the memory for the rest of the query.
+        let start = self.cells.len();
         self.cells.reserve_exact(self.block_len());
-        self.cells
-            .resize(self.ids.len() << self.bits, Cell::default());
-        self.block_of[id as usize] = self.ids.len() as u32;
-        self.ids.len()
+        self.cells.resize(start + self.block_len(), Cell::default());
+        self.ids.push(id);
+        // At most N_IDS blocks of at most 2^8 cells: far below UNTOUCHED.
+        self.block_of[id as usize] = start as u32;
+        start as u32
     }
 
     /// Adds `n` rows of score `s` and total target `t`.
@@ -309,15 +328,16 @@ impl Grid {
             while i < s.len() {
                 let bits = s[i].to_bits();
                 let top = bits >> shift;
-                let b = block_of[(top >> BITS) as usize] as usize;
-                // Also 0 for the blocks of |s| < 2⁻¹⁶, which stay untouched: those scores
-                // go to the linear blocks.
-                if b == 0 {
+                let start = block_of[(top >> BITS) as usize];
+                // Also for the blocks of |s| < 2⁻¹⁶, which stay untouched: those scores go
+                // to the linear blocks.
+                if start == UNTOUCHED {
                     break;
                 }
+                let start = start as usize;
                 let d = s[i] - f64::from_bits(top << shift);
                 let idx = top as usize & ((1 << BITS) - 1);
-                cells[((b - 1) << BITS) | idx].add([1.0, target(i)], d);
+                cells[start | idx].add([1.0, target(i)], d);
                 i += 1;
             }
             if i < s.len() {
