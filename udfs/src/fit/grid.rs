@@ -328,16 +328,16 @@ impl Grid {
             while i < s.len() {
                 let bits = s[i].to_bits();
                 let top = bits >> shift;
-                let start = block_of[(top >> BITS) as usize];
-                // Also for the blocks of |s| < 2⁻¹⁶, which stay untouched: those scores go
-                // to the linear blocks.
-                if start == UNTOUCHED {
-                    break;
-                }
-                let start = start as usize;
-                let d = s[i] - f64::from_bits(top << shift);
+                let start = block_of[(top >> BITS) as usize] as usize;
                 let idx = top as usize & ((1 << BITS) - 1);
-                cells[start | idx].add([1.0, target(i)], d);
+                // UNTOUCHED | idx lies past the end of the cells: a block not yet touched
+                // (and those of |s| < 2⁻¹⁶, which stay untouched: their scores go to the
+                // linear blocks) leaves the loop on the bounds check the index needs anyway.
+                let Some(cell) = cells.get_mut(start | idx) else {
+                    break;
+                };
+                let d = s[i] - f64::from_bits(top << shift);
+                cell.add([1.0, target(i)], d);
                 i += 1;
             }
             if i < s.len() {
