@@ -77,10 +77,12 @@ impl Cell {
     /// Adds another cell's sums (a partial state's entry), its offsets taken from the same
     /// anchor.
     pub(super) fn merge(&mut self, e: &Entry) {
-        let [Pair(s0), Pair(s1), Pair(s2)] = &mut self.sums;
-        *s0 = [s0[0] + e.n, s0[1] + e.t];
-        *s1 = [s1[0] + e.nd, s1[1] + e.td];
-        *s2 = [s2[0] + e.nd2, s2[1] + e.td2];
+        let [s0, s1, s2] = self.sums;
+        self.sums = [
+            s0.plus([e.n, e.t]),
+            s1.plus([e.nd, e.td]),
+            s2.plus([e.nd2, e.td2]),
+        ];
     }
 
     /// The rows in the cell (Σn).

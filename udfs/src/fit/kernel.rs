@@ -302,7 +302,6 @@ impl Kernel for FitKernel {
                 0
             }
         }));
-        let list = |vals: ArrayRef, offsets: &OffsetBuffer<i32>| list_array(offsets.clone(), vals);
         let grid_entries = || {
             sts.iter()
                 .zip(&entries)
@@ -312,11 +311,11 @@ impl Kernel for FitKernel {
         let keys: Vec<i64> = grid_entries().map(|(k, _)| *k).collect();
         let field = |f: fn(&Entry) -> f64| -> ArrayRef {
             let v: Float64Array = entries.iter().flatten().map(|(_, e)| f(e)).collect();
-            list(Arc::new(v), &offsets)
+            list_array(offsets.clone(), Arc::new(v))
         };
         let moment = |f: fn(&Entry) -> f64| -> ArrayRef {
             let v: Float64Array = grid_entries().map(|(_, e)| f(e)).collect();
-            list(Arc::new(v), &grid_offsets)
+            list_array(grid_offsets.clone(), Arc::new(v))
         };
         Ok(vec![
             Arc::new(BooleanArray::from(
@@ -331,7 +330,7 @@ impl Kernel for FitKernel {
             Arc::new(Float64Array::from(
                 sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
             )),
-            list(Arc::new(Int64Array::from(keys)), &grid_offsets),
+            list_array(grid_offsets.clone(), Arc::new(Int64Array::from(keys))),
             field(|e| e.lo),
             field(|e| e.n),
             field(|e| e.t),

@@ -30,17 +30,13 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
     if let Some(edges) = quantile_edges_unsorted(rows, m) {
         // Unweighted and many rows: edges by selection, rows binned where they lie.
         let below = EdgeTable::new(&edges[1..m]);
-        let mut sums = [vec![], vec![]];
-        for (c, class_sums) in sums.iter_mut().enumerate() {
-            // Four copies of the sums, row i to copy i mod 4, so that rows of the same bin
-            // do not wait for each other's addition (summed at the end).
-            const COPIES: usize = 4;
+        let sums = [0, 1].map(|c| {
             let mut copies = vec![[0.0; 2]; COPIES * m];
             for part in rows.parts(c) {
-                let chunks = part.chunks_exact(COPIES);
-                let rest = chunks.remainder();
-                for chunk in chunks {
-                    for (k, &p) in chunk.iter().enumerate() {
+                let quads = part.chunks_exact(COPIES);
+                let rest = quads.remainder();
+                for quad in quads {
+                    for (k, &p) in quad.iter().enumerate() {
                         let s = &mut copies[k * m + below.count(p)];
                         s[0] += 1.0;
                         s[1] += p;
@@ -52,25 +48,15 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
                     s[1] += p;
                 }
             }
-            *class_sums = (0..m)
-                .map(|b| {
-                    (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
-                        let s = copies[k * m + b];
-                        [n + s[0], sp + s[1]]
-                    })
-                })
-                .collect();
-        }
+            sum_copies(&copies, m)
+        });
         add_class_sums(&mut out, &edges, &sums);
         return out;
     }
     rows.sort();
     let edges = quantile_edges(rows, m);
     let inner = &edges[1..m];
-    for (k, bin) in out.iter_mut().enumerate() {
-        bin.lower = Some(edges[k]);
-        bin.upper = Some(edges[k + 1]);
-    }
+    set_edges(&mut out, &edges);
     for c in 0..2 {
         let y = c as f64;
         let (ps, ws) = (&rows.p[c], &rows.w[c]);
@@ -87,12 +73,34 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
     out
 }
 
-/// Sets the bins' edges and adds, per class c (its label), each bin's row count and Σp.
-fn add_class_sums(out: &mut [Bin], edges: &[f64], sums: &[Vec<[f64; 2]>; 2]) {
+/// The copies of per-slot sums that a row loop keeps — row i of each quad to copy i, so
+/// that rows of one slot (a bin, or a place among brackets) do not wait for each other's
+/// addition — laid out copy-major: copy k of slot j at `k * slots + j`.
+pub(super) const COPIES: usize = 4;
+
+/// Per slot, the [rows, Σp] of its [`COPIES`] copies, summed in copy order.
+pub(super) fn sum_copies(copies: &[[f64; 2]], slots: usize) -> Vec<[f64; 2]> {
+    (0..slots)
+        .map(|j| {
+            (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
+                let s = copies[k * slots + j];
+                [n + s[0], sp + s[1]]
+            })
+        })
+        .collect()
+}
+
+/// Sets the bins' lower and upper edges.
+fn set_edges(out: &mut [Bin], edges: &[f64]) {
     for (k, bin) in out.iter_mut().enumerate() {
         bin.lower = Some(edges[k]);
         bin.upper = Some(edges[k + 1]);
     }
+}
+
+/// Sets the bins' edges and adds, per class c (its label), each bin's row count and Σp.
+fn add_class_sums(out: &mut [Bin], edges: &[f64], sums: &[Vec<[f64; 2]>; 2]) {
+    set_edges(out, edges);
     for (c, class_sums) in sums.iter().enumerate() {
         for (bin, &[count, sum_p]) in out.iter_mut().zip(class_sums) {
             let y_sum = count * c as f64;

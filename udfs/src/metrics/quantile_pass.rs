@@ -26,6 +26,7 @@
 //! in a cell that a bracket bound crosses compare against the bounds.
 
 use super::binning::{quantile_levels, unweighted_quantile_edges};
+use super::quantile_bins::{sum_copies, COPIES};
 use crate::values::Rows;
 
 /// Rows from which the pass is used; below, the radix selection is as fast.
@@ -171,11 +172,8 @@ impl Pass {
         let mut collected = vec![0.0f64; at];
         let mut next = starts.clone();
         let mut class_starts = vec![];
-        let mut place_sums = [vec![[0.0f64; 2]; places], vec![[0.0f64; 2]; places]];
+        let mut place_sums = [vec![], vec![]];
         for (c, class_parts) in parts.iter().enumerate() {
-            // Four copies of the sums, row i of a quad to copy i, so that rows of the same
-            // place do not wait for each other's addition.
-            const COPIES: usize = 4;
             let mut copies = vec![[0.0f64; 2]; COPIES * places];
             macro_rules! add {
                 ($copy:expr, $p:expr) => {{
@@ -206,13 +204,7 @@ impl Pass {
                     }
                 }
             }
-            for (j, total) in place_sums[c].iter_mut().enumerate() {
-                for k in 0..COPIES {
-                    let s = copies[k * places + j];
-                    total[0] += s[0];
-                    total[1] += s[1];
-                }
-            }
+            place_sums[c] = sum_copies(&copies, places);
             if c == 0 {
                 class_starts = next.clone();
             }
