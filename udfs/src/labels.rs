@@ -20,6 +20,10 @@ pub(crate) trait Label: Copy + Send + Sync + 'static {
     fn is_label(self) -> bool;
     /// 1 for the label 1, 0 for the label 0 (anything for a bad label).
     fn bit(self) -> u64;
+    /// Bits whose OR over any labels is at most 1 exactly when every one of them is 0 or 1:
+    /// one `or` a row checks a batch (an integer label as it is, as [`Self::is_label`] reads
+    /// it).
+    fn check_bits(self) -> u64;
     /// The labels as Float64 values without a copy, when that is what they are.
     fn as_f64s(v: &[Self]) -> Option<&[f64]> {
         let _ = v;
@@ -42,6 +46,10 @@ impl Label for f64 {
     fn bit(self) -> u64 {
         (self.to_bits() >> 52) & 1
     }
+    #[inline(always)]
+    fn check_bits(self) -> u64 {
+        u64::from(!self.is_label()) << 1
+    }
     fn as_f64s(v: &[f64]) -> Option<&[f64]> {
         Some(v)
     }
@@ -61,7 +69,12 @@ macro_rules! integer_label {
             }
             #[inline(always)]
             fn bit(self) -> u64 {
-                (self as u64) & 1
+                // Unmasked: a good label is its own bit.
+                self as u64
+            }
+            #[inline(always)]
+            fn check_bits(self) -> u64 {
+                self as u64
             }
         }
     )*};

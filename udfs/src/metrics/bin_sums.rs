@@ -52,8 +52,9 @@ const POSITIVE: u64 = 1 << 32;
 
 #[inline(always)]
 fn add_hot<Y: Label>(into: &mut Hot, p: f64, y: Y) {
-    // y is a checked label, 0 or 1.
-    into.n += 1 + (y.bit() << 32);
+    // y is a checked label, 0 or 1, except in the one-group loop, which discards the sums
+    // of a batch with a bad label (so wrapping, never an overflow panic).
+    into.n = into.n.wrapping_add(1 + (y.bit() << 32));
     into.p += p;
 }
 
@@ -79,11 +80,21 @@ enum Storage {
     Weighted(Vec<BinStats>),
 }
 
+/// The copies of the one-group loop ([`BinSums::try_add_unweighted_one_group`]).
+const LANES: usize = 4;
+/// The most bins the one-group loop takes: a row's bin is masked to this many, so the loop
+/// needs no bounds check and a bad row's bin stays in the copies.
+const LANE_BINS: usize = 256;
+type Lanes = [[Hot; LANES]; LANE_BINS];
+
 /// The sums of `m` bins per group.
 #[derive(Debug, Clone)]
 pub(crate) struct BinSums {
     m: usize,
     storage: Storage,
+    /// The one-group loop's copies, all zero between batches (allocated at its first batch;
+    /// 16 KiB, reused, so a batch clears only the bins it used).
+    lanes: Option<Box<Lanes>>,
 }
 
 impl BinSums {
@@ -97,7 +108,11 @@ impl BinSums {
                 unspilled: 0,
             }
         };
-        Self { m, storage }
+        Self {
+            m,
+            storage,
+            lanes: None,
+        }
     }
 
     /// The same shape with no groups.
@@ -150,12 +165,14 @@ impl BinSums {
 
     /// Bytes reserved.
     pub(crate) fn size(&self) -> usize {
-        match &self.storage {
-            Storage::Unweighted { hot, cold, .. } => {
-                hot.capacity() * size_of::<Hot>() + cold.capacity() * size_of::<BinStats>()
+        let lanes = self.lanes.as_ref().map_or(0, |_| size_of::<Lanes>());
+        lanes
+            + match &self.storage {
+                Storage::Unweighted { hot, cold, .. } => {
+                    hot.capacity() * size_of::<Hot>() + cold.capacity() * size_of::<BinStats>()
+                }
+                Storage::Weighted(full) => full.capacity() * size_of::<BinStats>(),
             }
-            Storage::Weighted(full) => full.capacity() * size_of::<BinStats>(),
-        }
     }
 
     /// To call before adding up to `rows` rows: moves the packed counts to the f64 sums when
@@ -271,9 +288,9 @@ impl BinSums {
         y: &[Y],
         w: Option<&[f64]>,
     ) {
-        const LANES: usize = 8;
+        const WEIGHTED_LANES: usize = 8;
         let m = self.m;
-        if m > 256 {
+        if m > LANE_BINS {
             for i in 0..p.len() {
                 let (b, pi) = bin(p[i]);
                 self.add_row(0, b, pi, y[i].to_f64(), w.map_or(1.0, |w| w[i]));
@@ -291,18 +308,18 @@ impl BinSums {
                 }
             }
             Storage::Weighted(full) => {
-                let mut lanes = vec![[0.0; NSTATS]; LANES * m];
+                let mut lanes = vec![[0.0; NSTATS]; WEIGHTED_LANES * m];
                 for i in 0..p.len() {
                     let (b, pi) = bin(p[i]);
                     add_row(
-                        &mut lanes[i % LANES * m + b],
+                        &mut lanes[i % WEIGHTED_LANES * m + b],
                         pi,
                         y[i].to_f64(),
                         w.map_or(1.0, |w| w[i]),
                     );
                 }
                 for (b, into) in full[..m].iter_mut().enumerate() {
-                    for k in 0..LANES {
+                    for k in 0..WEIGHTED_LANES {
                         add(into, &lanes[k * m + b]);
                     }
                 }
@@ -313,7 +330,9 @@ impl BinSums {
     /// The unweighted, at most 256 bins case of [`Self::add_rows_one_group`], which also
     /// checks the rows as it goes (p in [0, 1], y 0 or 1) instead of in passes of their own:
     /// false, with nothing added, when a row fails (the caller then takes the checked path,
-    /// which names the bad value) or the kernel is weighted or has more bins.
+    /// which names the bad value) or the kernel is weighted or has more bins. `bin` must give
+    /// every p in [0, 1] and NaN a bin below m, and a NaN p a NaN to sum; it may give p
+    /// outside [0, 1] any bin (the rows are discarded).
     pub(crate) fn try_add_unweighted_one_group<Y: Label>(
         &mut self,
         bin: impl Fn(f64) -> (usize, f64),
@@ -325,41 +344,63 @@ impl BinSums {
         // reloaded pointers from the stack every row; with four it needs no stack, and a row
         // waits at most on the one four before it (perf samples of this loop in `ece(p, y)`
         // over the realistic bench file, median of 12 runs: 478 -> 428).
-        const LANES: usize = 4;
         let m = self.m;
         let Storage::Unweighted { hot, .. } = &mut self.storage else {
             return false;
         };
-        if m > 256 {
+        if m > LANE_BINS {
             return false;
         }
         // Copy j of bin b at lanes[b][j]: one base address for all copies, so the unrolled
-        // loop finds a row's copy at a constant offset from its bin's.
-        let mut lanes = vec![[Hot::default(); LANES]; m];
-        let mut ok = true;
+        // loop finds a row's copy at a constant offset from its bin's. A bin is masked to
+        // the 256 the copies have (no bounds check: a bad p's bin can be anything).
+        let lanes: &mut Lanes = self
+            .lanes
+            .get_or_insert_with(|| Box::new([[Hot::default(); LANES]; LANE_BINS]));
+        // The checks, folded as the rows go: the least and the greatest p per copy, and the
+        // OR of the labels' check bits. A NaN p passes the first two but makes its bin's Σp
+        // NaN (`bin` gives a NaN a bin below m), which the fold below finds.
+        let (mut lo, mut hi, mut labels) = ([0.0; LANES], [1.0; LANES], 0);
         let n = p.len() / LANES * LANES;
-        let valid = |p: f64, y: Y| (0.0..=1.0).contains(&p) & y.is_label();
         // Lane j of every chunk of LANES rows goes to copy j: a constant offset, unrolled by
         // the compiler.
         for (pc, yc) in p[..n].chunks_exact(LANES).zip(y[..n].chunks_exact(LANES)) {
             for j in 0..LANES {
-                ok &= valid(pc[j], yc[j]);
+                // `minpd`/`maxpd`: two copies at a time, no branch.
+                lo[j] = if lo[j] < pc[j] { lo[j] } else { pc[j] };
+                hi[j] = if hi[j] > pc[j] { hi[j] } else { pc[j] };
+                labels |= yc[j].check_bits();
                 let (b, pi) = bin(pc[j]);
-                add_hot(&mut lanes[b][j], pi, yc[j]);
+                add_hot(&mut lanes[b % LANE_BINS][j], pi, yc[j]);
             }
         }
         for i in n..p.len() {
-            ok &= valid(p[i], y[i]);
+            lo[0] = if lo[0] < p[i] { lo[0] } else { p[i] };
+            hi[0] = if hi[0] > p[i] { hi[0] } else { p[i] };
+            labels |= y[i].check_bits();
             let (b, pi) = bin(p[i]);
-            add_hot(&mut lanes[b][0], pi, y[i]);
+            add_hot(&mut lanes[b % LANE_BINS][0], pi, y[i]);
         }
-        if !ok {
+        let in_range = lo.iter().all(|&l| l >= 0.0) && hi.iter().all(|&h| h <= 1.0);
+        // Σp over every copy of the m bins: finite values in [0, 1] cannot overflow, so NaN
+        // only from a NaN p.
+        let no_nan = !lanes[..m]
+            .iter()
+            .flatten()
+            .map(|lane| lane.p)
+            .sum::<f64>()
+            .is_nan();
+        if !(in_range && no_nan && labels <= 1) {
+            // A bad row may have used any bin.
+            *lanes = [[Hot::default(); LANES]; LANE_BINS];
             return false;
         }
-        for (into, copies) in hot[..m].iter_mut().zip(&lanes) {
+        // A good row's bin is below m: only those copies are summed and cleared.
+        for (into, copies) in hot[..m].iter_mut().zip(lanes.iter_mut()) {
             for lane in copies {
                 into.n += lane.n;
                 into.p += lane.p;
+                *lane = Hot::default();
             }
         }
         true
@@ -445,5 +486,51 @@ mod tests {
         assert_eq!(cold[0], [3.0, 3.0, 1.5, 2.0, 0.5, 3.0]);
         sums.add_row(0, 0, 0.5, 1.0, 1.0);
         assert_eq!(sums.stats(0, 0), [4.0, 4.0, 2.0, 3.0, 1.0, 4.0]);
+    }
+
+    /// A batch with one bad row (p NaN, below 0 or above 1; label 2 or −1) adds nothing
+    /// through the one-group loop and leaves its copies clear, so the next good batch gives
+    /// exactly the sums of its rows one by one; −0.0 is a good p.
+    #[test]
+    fn one_group_loop_discards_a_batch_with_a_bad_row() {
+        let bin = |p: f64| (super::super::binning::uniform_bin(p, 15.0, 14.0), p);
+        let p: Vec<f64> = (0..1003).map(|i| (i as f64 * 0.618).fract()).collect();
+        let y: Vec<i8> = (0..1003).map(|i| (i % 3 == 0) as i8).collect();
+        let mut sums = BinSums::new(15, false);
+        sums.resize(1);
+        for (k, bad_p, bad_y) in [
+            (7, f64::NAN, 0),
+            (1000, -1e-300, 1),
+            (3, 1.0 + f64::EPSILON, 0),
+            (1002, -5.0, 0),
+            (500, 0.5, 2),
+            (2, 0.5, -1),
+        ] {
+            let (mut p, mut y) = (p.clone(), y.clone());
+            (p[k], y[k]) = (bad_p, bad_y);
+            sums.reserve_rows(p.len());
+            assert!(!sums.try_add_unweighted_one_group(bin, &p, &y), "row {k}");
+            assert!((0..15).all(|b| sums.stats(0, b) == [0.0; NSTATS]));
+        }
+        let mut p = p;
+        p[10] = -0.0;
+        sums.reserve_rows(p.len());
+        assert!(sums.try_add_unweighted_one_group(bin, &p, &y));
+        let mut one = BinSums::new(15, false);
+        one.resize(1);
+        one.reserve_rows(p.len());
+        for i in 0..p.len() {
+            let (b, pi) = bin(p[i]);
+            one.add_row(0, b, pi, f64::from(y[i]), 1.0);
+        }
+        for b in 0..15 {
+            let (a, c) = (sums.stats(0, b), one.stats(0, b));
+            for k in 0..NSTATS {
+                assert!(
+                    (a[k] - c[k]).abs() <= 1e-12 * c[k].abs().max(1.0),
+                    "{b} {k}"
+                );
+            }
+        }
     }
 }

@@ -22,7 +22,7 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
 use super::bin_sums::{BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
-use super::binning::{FixedBins, Strategy};
+use super::binning::{uniform_bin, FixedBins, Strategy};
 use super::quantile_bins::quantile_bins;
 use crate::common::{
     all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, fixed_lists,
@@ -363,10 +363,9 @@ impl BinnedKernel {
         // One copy of the loops per rule, so the uniform rule stays a multiply and a cast.
         let result = match fixed.strategy() {
             Strategy::Uniform => {
-                let (m, mf) = (fixed.n(), fixed.n() as f64);
+                let (mf, top) = (fixed.n() as f64, (fixed.n() - 1) as f64);
                 self.update_with(values, groups, filter, move |p| {
-                    // Through u32: the same bin for every p, and a cheaper conversion.
-                    (((p * mf) as u32 as usize).min(m - 1), p)
+                    (uniform_bin(p, mf, top), p)
                 })
             }
             _ => self.update_with(values, groups, filter, |p| fixed.bin(p)),
