@@ -105,8 +105,10 @@ impl Cell {
     }
 }
 
-/// The `block_of` entry of a block not yet touched.
-const UNTOUCHED: u32 = u32::MAX;
+/// Where a block not yet touched starts (see [`Grid::base_of`]): past every cell (a grid
+/// has at most N_IDS blocks of at most 2^8 cells, about 2^20), so a row of an untouched
+/// block fails the bounds check of its index.
+const UNTOUCHED: u32 = 1 << 31;
 
 /// The flag of a coarse grid's cell keys in a partial state (see [`Grid::key`]).
 const COARSE_KEY: i64 = 1 << 19;
@@ -178,9 +180,13 @@ pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
 pub(super) struct Grid {
     /// `FINE_BITS` or `COARSE_BITS` (see `FitMethod::grid_bits`).
     bits: u32,
-    /// Per block id: the index in `cells` of the block's first cell (so the row loop finds
-    /// a cell as start | index, with no arithmetic on the start), or [`UNTOUCHED`].
-    block_of: Box<[u32; N_IDS]>,
+    /// Per block id: the index in `cells` of the block's first cell ([`UNTOUCHED`] for a
+    /// block not yet touched) minus the id's own part of a score's top bits (`id << bits`,
+    /// wrapping in u32). The row loop then finds a cell as base + top bits: one addition
+    /// that folds into the table's load, where start | (top & mask) took three
+    /// instructions. Wrapping u32 arithmetic, exact on every pointer width: the true sum is
+    /// below 2^32.
+    base_of: Box<[u32; N_IDS]>,
     /// The touched blocks' ids, in allocation order.
     ids: Vec<u32>,
     /// The touched blocks' cells, 2^bits a block.
@@ -192,7 +198,9 @@ impl Grid {
         debug_assert!(bits == FINE_BITS || bits == COARSE_BITS);
         Self {
             bits,
-            block_of: Box::new([UNTOUCHED; N_IDS]),
+            base_of: Box::new(std::array::from_fn(|id| {
+                UNTOUCHED.wrapping_sub((id as u32) << bits)
+            })),
             ids: vec![],
             cells: vec![],
         }
@@ -273,7 +281,7 @@ impl Grid {
 
     #[inline(always)]
     pub(super) fn cell(&mut self, id: u32, idx: usize) -> &mut Cell {
-        let mut start = self.block_of[id as usize];
+        let mut start = self.base_of[id as usize].wrapping_add(id << self.bits);
         if start == UNTOUCHED {
             start = self.new_block(id);
         }
@@ -292,7 +300,7 @@ impl Grid {
         self.cells.resize(start + self.block_len(), Cell::default());
         self.ids.push(id);
         // At most N_IDS blocks of at most 2^8 cells: far below UNTOUCHED.
-        self.block_of[id as usize] = start as u32;
+        self.base_of[id as usize] = (start as u32).wrapping_sub(id << self.bits);
         start as u32
     }
 
@@ -329,17 +337,17 @@ impl Grid {
         let one = std::hint::black_box(1.0);
         let mut i = 0;
         while i < s.len() {
-            let block_of: &[u32; N_IDS] = &self.block_of;
+            let base_of: &[u32; N_IDS] = &self.base_of;
             let cells: &mut [Cell] = &mut self.cells;
             while i < s.len() {
                 let bits = s[i].to_bits();
                 let top = bits >> shift;
-                let start = block_of[(top >> BITS) as usize] as usize;
-                let idx = top as usize & ((1 << BITS) - 1);
-                // UNTOUCHED | idx lies past the end of the cells: a block not yet touched
+                // top < 2^20: its id bits cancel the base's, leaving start + index.
+                let at = base_of[(top >> BITS) as usize].wrapping_add(top as u32);
+                // UNTOUCHED + idx lies past the end of the cells: a block not yet touched
                 // (and those of |s| < 2⁻¹⁶, which stay untouched: their scores go to the
                 // linear blocks) leaves the loop on the bounds check the index needs anyway.
-                let Some(cell) = cells.get_mut(start | idx) else {
+                let Some(cell) = cells.get_mut(at as usize) else {
                     break;
                 };
                 let d = s[i] - f64::from_bits(top << shift);
