@@ -183,6 +183,7 @@ impl FixedBins {
 /// number (2^31 on x86-64), never undefined behaviour: callers check p first, or discard the
 /// rows when one fails its check.
 #[inline(always)]
+#[allow(unsafe_code)]
 pub(crate) fn uniform_bin(p: f64, mf: f64, top: f64) -> usize {
     let x = p * mf;
     // `minsd`'s own rule: the second operand when the first is not below it (or is NaN).
