@@ -472,6 +472,58 @@ mod tests {
         }
     }
 
+    /// The row loop (`add_labelled`, cells found as base + top bits) and the per-row path
+    /// (`add`, cells found through `cell_pos` and the block's start) put every score in the
+    /// same cell with the same sums, at both resolutions, for scores over the whole range:
+    /// both signs, the largest and smallest normal magnitudes, subnormals, both sides of
+    /// 2⁻¹⁶ (the linear blocks), and blocks first touched in the middle of a batch. An
+    /// equivalence of two routes (not an independent value): it guards the index
+    /// arithmetic; the fits' values are checked against the exact objective in
+    /// tests/fit_grid.rs.
+    #[test]
+    fn the_row_loop_and_the_per_row_path_fill_the_same_cells() {
+        let mut s: Vec<f64> = scores().into_iter().map(|(s, _)| s).collect();
+        for x in [
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            LINEAR_LIMIT,
+            LINEAR_LIMIT.next_down(),
+            1.0,
+            1e300,
+            1e-300,
+        ] {
+            s.extend([x, -x, x, -x]);
+        }
+        let y: Vec<i8> = (0..s.len()).map(|i| ((i * 31) % 7 < 2) as i8).collect();
+        for bits in [COARSE_BITS, FINE_BITS] {
+            let mut by_rows = Grid::new(bits);
+            for (sc, yc) in s.chunks(1000).zip(y.chunks(1000)) {
+                by_rows.add_labelled(sc, yc);
+            }
+            let mut one_by_one = Grid::new(bits);
+            for (&si, &yi) in s.iter().zip(&y) {
+                one_by_one.add(si, 1.0, f64::from(yi));
+            }
+            let cells = |g: &Grid| {
+                let mut c: Vec<(u32, usize, Entry)> = g
+                    .iter()
+                    .filter(|(_, _, c)| c.n() > 0.0)
+                    .map(|(id, idx, c)| (id, idx, c.entry(g.cell_start(id, idx))))
+                    .collect();
+                c.sort_by_key(|&(id, idx, _)| (id, idx));
+                c
+            };
+            let (a, b) = (cells(&by_rows), cells(&one_by_one));
+            assert!(a.len() > 500, "the scores span many cells: {}", a.len());
+            assert_eq!(a.len(), b.len());
+            for ((ia, xa, ea), (ib, xb, eb)) in a.iter().zip(&b) {
+                assert_eq!((ia, xa), (ib, xb));
+                assert_eq!(format!("{ea:?}"), format!("{eb:?}"), "block {ia} cell {xa}");
+            }
+        }
+    }
+
     #[test]
     fn keys_that_are_not_the_grids_are_refused() {
         let coarse = state_of(COARSE_BITS, &[(1.5, 1.0)]);

@@ -490,46 +490,61 @@ mod tests {
 
     /// A batch with one bad row (p NaN, below 0 or above 1; label 2 or −1) adds nothing
     /// through the one-group loop and leaves its copies clear, so the next good batch gives
-    /// exactly the sums of its rows one by one; −0.0 is a good p.
+    /// the sums of its rows added one by one (−0.0 is a good p) — under every fixed-edge
+    /// rule, whose `bin` must give a NaN a bin below M for the loop to find it. The good
+    /// batch is an equivalence of two routes through this file, not an independent value
+    /// (the metrics' values are checked against the reference tools in tests/slt); what is
+    /// tested is that the loop's folded checks catch each bad row, tail rows included.
     #[test]
     fn one_group_loop_discards_a_batch_with_a_bad_row() {
-        let bin = |p: f64| (super::super::binning::uniform_bin(p, 15.0, 14.0), p);
-        let p: Vec<f64> = (0..1003).map(|i| (i as f64 * 0.618).fract()).collect();
-        let y: Vec<i8> = (0..1003).map(|i| (i % 3 == 0) as i8).collect();
-        let mut sums = BinSums::new(15, false);
-        sums.resize(1);
-        for (k, bad_p, bad_y) in [
-            (7, f64::NAN, 0),
-            (1000, -1e-300, 1),
-            (3, 1.0 + f64::EPSILON, 0),
-            (1002, -5.0, 0),
-            (500, 0.5, 2),
-            (2, 0.5, -1),
+        use crate::metrics::binning::{FixedBins, Strategy};
+        let good_p: Vec<f64> = (0..1003).map(|i| (i as f64 * 0.618).fract()).collect();
+        let good_y: Vec<i8> = (0..1003).map(|i| (i % 3 == 0) as i8).collect();
+        for strategy in [
+            Strategy::Uniform,
+            Strategy::Sklearn,
+            Strategy::Netcal,
+            Strategy::Torchmetrics,
+            Strategy::Relplot,
+            Strategy::Kumar,
         ] {
-            let (mut p, mut y) = (p.clone(), y.clone());
-            (p[k], y[k]) = (bad_p, bad_y);
+            let fixed = FixedBins::new(strategy, 15);
+            let (n, bin) = (fixed.n(), |p: f64| fixed.bin(p));
+            let mut sums = BinSums::new(n, false);
+            sums.resize(1);
+            for (k, bad_p, bad_y) in [
+                (7, f64::NAN, 0),
+                (1001, f64::NAN, 1),
+                (1000, -1e-300, 1),
+                (3, 1.0 + f64::EPSILON, 0),
+                (1002, -5.0, 0),
+                (500, 0.5, 2),
+                (2, 0.5, -1),
+            ] {
+                let (mut p, mut y) = (good_p.clone(), good_y.clone());
+                (p[k], y[k]) = (bad_p, bad_y);
+                sums.reserve_rows(p.len());
+                let added = sums.try_add_unweighted_one_group(bin, &p, &y);
+                assert!(!added, "{strategy:?} row {k}");
+                assert!((0..n).all(|b| sums.stats(0, b) == [0.0; NSTATS]));
+            }
+            let mut p = good_p.clone();
+            p[10] = -0.0;
             sums.reserve_rows(p.len());
-            assert!(!sums.try_add_unweighted_one_group(bin, &p, &y), "row {k}");
-            assert!((0..15).all(|b| sums.stats(0, b) == [0.0; NSTATS]));
-        }
-        let mut p = p;
-        p[10] = -0.0;
-        sums.reserve_rows(p.len());
-        assert!(sums.try_add_unweighted_one_group(bin, &p, &y));
-        let mut one = BinSums::new(15, false);
-        one.resize(1);
-        one.reserve_rows(p.len());
-        for i in 0..p.len() {
-            let (b, pi) = bin(p[i]);
-            one.add_row(0, b, pi, f64::from(y[i]), 1.0);
-        }
-        for b in 0..15 {
-            let (a, c) = (sums.stats(0, b), one.stats(0, b));
-            for k in 0..NSTATS {
-                assert!(
-                    (a[k] - c[k]).abs() <= 1e-12 * c[k].abs().max(1.0),
-                    "{b} {k}"
-                );
+            assert!(sums.try_add_unweighted_one_group(bin, &p, &good_y));
+            let mut one = BinSums::new(n, false);
+            one.resize(1);
+            one.reserve_rows(p.len());
+            for i in 0..p.len() {
+                let (b, pi) = bin(p[i]);
+                one.add_row(0, b, pi, f64::from(good_y[i]), 1.0);
+            }
+            for b in 0..n {
+                let (a, c) = (sums.stats(0, b), one.stats(0, b));
+                for k in 0..NSTATS {
+                    let close = (a[k] - c[k]).abs() <= 1e-12 * c[k].abs().max(1.0);
+                    assert!(close, "{strategy:?} {b} {k}");
+                }
             }
         }
     }
