@@ -9,7 +9,9 @@
 //! `cargo bench --bench end_to_end` (rows: `CALIBSQL_BENCH_ROWS`, default 20,000,000; runs per
 //! query: `CALIBSQL_BENCH_RUNS`, default 9; the
 //! file is written once under the target directory and reused; `CALIBSQL_BENCH_ONLY=fit` runs
-//! only the pairs whose name contains `fit`).
+//! only the pairs whose name contains `fit`, and `|` separates alternatives:
+//! `CALIBSQL_BENCH_ONLY="realistic ece(p|realistic fit"` runs those two pairs in their usual
+//! order, so one pair can be timed after the ones that run before it in a full run).
 
 use std::time::{Duration, Instant};
 
@@ -62,6 +64,17 @@ async fn report_pair(
         ours.as_secs_f64() * 1e3,
         base.as_secs_f64() * 1e3
     );
+}
+
+/// `CALIBSQL_BENCH_ONLY`: alternatives separated by `|` (empty: everything).
+struct Only(String);
+
+impl Only {
+    /// Whether a pair or a section (the fit's state sizes, the rollup, DuckDB's AUC, the
+    /// peaks) runs: when its name contains one of the alternatives.
+    fn wants(&self, name: &str) -> bool {
+        self.0.split('|').any(|o| name.contains(o))
+    }
 }
 
 /// Median wall times of `a` and `b`, run alternately (so drift in the machine's load hits
@@ -207,17 +220,16 @@ async fn main() {
         "{rows} rows, median of {runs} alternating runs, {} threads",
         ctx.state().config().target_partitions()
     );
-    // `CALIBSQL_BENCH_ONLY=fit`: run only the pairs whose name contains the text.
-    let only = std::env::var("CALIBSQL_BENCH_ONLY").unwrap_or_default();
+    let only = Only(std::env::var("CALIBSQL_BENCH_ONLY").unwrap_or_default());
     for (name, sql, base_name, base_sql, target) in pairs {
-        if name.contains(only.as_str()) {
+        if only.wants(name) {
             report_pair(&ctx, (name, sql), (base_name, base_sql), target, runs).await;
         }
     }
-    if "fit_gaussian_calib".contains(only.as_str()) {
+    if only.wants("fit_gaussian_calib") {
         fit_state_sizes(&ctx).await;
     }
-    if "rollup".contains(only.as_str()) {
+    if only.wants("rollup") {
         rollup(&ctx, &path, runs).await;
     }
     realistic(rows, runs, &only).await;
@@ -227,7 +239,7 @@ async fn main() {
 /// memory of the `auc` and `'quantile'` queries. `auc` is compared with the hand-written
 /// rank-window AUC run by DataFusion and, when DuckDB is importable, by DuckDB (the issue's
 /// baseline; see [`duckdb_auc`]).
-async fn realistic(rows: usize, runs: usize, only: &str) {
+async fn realistic(rows: usize, runs: usize, only: &Only) {
     let path = realistic_path(rows);
     if !path.exists() {
         eprintln!("writing {rows} realistic rows to {}", path.display());
@@ -288,11 +300,11 @@ async fn realistic(rows: usize, runs: usize, only: &str) {
         ),
     ];
     for (name, sql, base_name, base_sql, target) in pairs {
-        if name.contains(only) {
+        if only.wants(name) {
             report_pair(&ctx, (name, sql), (base_name, base_sql), target, runs).await;
         }
     }
-    if "realistic auc(p, y)".contains(only) {
+    if only.wants("realistic auc(p, y)") {
         duckdb_auc(&ctx, &path, runs).await;
     }
     for (name, sql) in [
@@ -305,7 +317,7 @@ async fn realistic(rows: usize, runs: usize, only: &str) {
         ),
         ("rank-window AUC", rank_auc),
     ] {
-        if "realistic peak".contains(only) || name.contains(only) {
+        if only.wants("realistic peak") || only.wants(name) {
             println!("peak RSS of {name}: {}", peak_rss(&path, sql));
         }
     }
