@@ -42,7 +42,11 @@ fn peak_rss(path: &std::path::Path, sql: &str) -> String {
         .unwrap_or_else(|| format!("? ({})", stderr.trim()))
 }
 
-/// Times `ours` against `base` and prints both, their ratio and the target's verdict.
+/// Times `ours` against `base` and prints both, their ratio (of the medians) and the target's
+/// verdict, and how much the ratio moved within the run: the quartiles of the ratios of each
+/// run of `ours` to the run of `base` just before it. On a noisy machine the spread says how
+/// far one run's ratio can be trusted (a target met by the median but not by the upper
+/// quartile is met at the edge).
 async fn report_pair(
     ctx: &datafusion::prelude::SessionContext,
     (name, sql): (&str, &str),
@@ -50,7 +54,8 @@ async fn report_pair(
     target: f64,
     runs: usize,
 ) {
-    let (base, ours) = time_pair(ctx, base_sql, sql, runs).await;
+    let timed = time_runs(ctx, base_sql, sql, runs).await;
+    let (base, ours) = (timed.median_a, timed.median_b);
     let ratio = ours.as_secs_f64() / base.as_secs_f64();
     let verdict = if target.is_nan() {
         String::new()
@@ -59,10 +64,15 @@ async fn report_pair(
     } else {
         format!("(target <= {target}: MISSED)")
     };
+    let r = &timed.paired_ratios;
+    let quartile = |q: usize| r[(r.len() - 1) * q / 4];
     println!(
-        "{name:<32} {:>9.1} ms   {base_name:<16} {:>9.1} ms   ratio {ratio:.2} {verdict}",
+        "{name:<32} {:>9.1} ms   {base_name:<16} {:>9.1} ms   ratio {ratio:.2} {verdict}  \
+         [run by run {:.2}-{:.2}]",
         ours.as_secs_f64() * 1e3,
-        base.as_secs_f64() * 1e3
+        base.as_secs_f64() * 1e3,
+        quartile(1),
+        quartile(3),
     );
 }
 
@@ -85,6 +95,24 @@ async fn time_pair(
     b: &str,
     runs: usize,
 ) -> (Duration, Duration) {
+    let timed = time_runs(ctx, a, b, runs).await;
+    (timed.median_a, timed.median_b)
+}
+
+/// The runs of [`time_pair`]: both medians, and the ratio b/a of each run of `b` to the run
+/// of `a` just before it, sorted.
+struct TimedPair {
+    median_a: Duration,
+    median_b: Duration,
+    paired_ratios: Vec<f64>,
+}
+
+async fn time_runs(
+    ctx: &datafusion::prelude::SessionContext,
+    a: &str,
+    b: &str,
+    runs: usize,
+) -> TimedPair {
     let run = |sql: &str| {
         let sql = sql.to_string();
         async move {
@@ -100,9 +128,19 @@ async fn time_pair(
         ta.push(run(a).await);
         tb.push(run(b).await);
     }
+    let mut paired_ratios: Vec<f64> = ta
+        .iter()
+        .zip(&tb)
+        .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
+        .collect();
+    paired_ratios.sort_by(f64::total_cmp);
     ta.sort();
     tb.sort();
-    (ta[runs / 2], tb[runs / 2])
+    TimedPair {
+        median_a: ta[runs / 2],
+        median_b: tb[runs / 2],
+        paired_ratios,
+    }
 }
 
 /// Feeds `fit_gaussian_calib(score, y, propensity)` the whole file through its row
