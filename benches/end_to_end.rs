@@ -54,7 +54,7 @@ async fn report_pair(
     target: f64,
     runs: usize,
 ) {
-    let timed = time_runs(ctx, base_sql, sql, runs).await;
+    let timed = time_pair(ctx, base_sql, sql, runs).await;
     let (base, ours) = (timed.median_a, timed.median_b);
     let ratio = ours.as_secs_f64() / base.as_secs_f64();
     let verdict = if target.is_nan() {
@@ -87,18 +87,6 @@ impl Only {
     }
 }
 
-/// Median wall times of `a` and `b`, run alternately (so drift in the machine's load hits
-/// both alike), after one warm-up run of each.
-async fn time_pair(
-    ctx: &datafusion::prelude::SessionContext,
-    a: &str,
-    b: &str,
-    runs: usize,
-) -> (Duration, Duration) {
-    let timed = time_runs(ctx, a, b, runs).await;
-    (timed.median_a, timed.median_b)
-}
-
 /// The runs of [`time_pair`]: both medians, and the ratio b/a of each run of `b` to the run
 /// of `a` just before it, sorted.
 struct TimedPair {
@@ -107,12 +95,15 @@ struct TimedPair {
     paired_ratios: Vec<f64>,
 }
 
-async fn time_runs(
+/// Times `a` and `b` `runs` times each (at least once), alternately (so drift in the
+/// machine's load hits both alike), after one warm-up run of each.
+async fn time_pair(
     ctx: &datafusion::prelude::SessionContext,
     a: &str,
     b: &str,
     runs: usize,
 ) -> TimedPair {
+    let runs = runs.max(1);
     let run = |sql: &str| {
         let sql = sql.to_string();
         async move {
@@ -253,7 +244,7 @@ async fn main() {
             f64::NAN,
         ),
     ];
-    let runs = env_number("CALIBSQL_BENCH_RUNS", 9);
+    let runs = env_number("CALIBSQL_BENCH_RUNS", 9).max(1);
     println!(
         "{rows} rows, median of {runs} alternating runs, {} threads",
         ctx.state().config().target_partitions()
@@ -442,7 +433,8 @@ async fn rollup(ctx: &datafusion::prelude::SessionContext, data: &std::path::Pat
             "SELECT field_rce_merge(rce_s) FROM daily",
         ),
     ] {
-        let (base, ours) = time_pair(ctx, scan, merge, runs).await;
+        let timed = time_pair(ctx, scan, merge, runs).await;
+        let (base, ours) = (timed.median_a, timed.median_b);
         println!(
             "30-day rollup of {name:<16} from states {:>9.1} ms   over the rows {:>9.1} ms   \
              scan / rollup {:.0}x",

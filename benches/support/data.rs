@@ -81,8 +81,10 @@ pub fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Median wall time of `sql` over `runs` runs, in milliseconds, after one warm-up run.
+/// Median wall time of `sql` over `runs` runs (at least one), in milliseconds, after one
+/// warm-up run.
 pub async fn median_ms(ctx: &datafusion::prelude::SessionContext, sql: &str, runs: usize) -> f64 {
+    let runs = runs.max(1);
     let mut times = vec![];
     for run in 0..=runs {
         let start = Instant::now();
