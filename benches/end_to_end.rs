@@ -6,12 +6,14 @@
 //! states against the scan, then the speed issue's pairs on a realistic file (distinct
 //! float64s, Int8 labels) with their targets and the peak memory of `auc` and `'quantile'`.
 //!
-//! `cargo bench --bench end_to_end` (rows: `CALIBSQL_BENCH_ROWS`, default 20,000,000; runs per
-//! query: `CALIBSQL_BENCH_RUNS`, default 9; the
-//! file is written once under the target directory and reused; `CALIBSQL_BENCH_ONLY=fit` runs
-//! only the pairs whose name contains `fit`, and `|` separates alternatives:
-//! `CALIBSQL_BENCH_ONLY="realistic ece(p|realistic fit"` runs those two pairs in their usual
-//! order, so one pair can be timed after the ones that run before it in a full run).
+//! `cargo bench --bench end_to_end`. Rows: `CALIBSQL_BENCH_ROWS`, default 20,000,000 (the
+//! files are written once under the target directory and reused). Runs per pair: at least
+//! `CALIBSQL_BENCH_RUNS`, default 9, and on until the pair has run `CALIBSQL_BENCH_SECONDS`,
+//! default 15 (0: exactly the minimum), at most 101 (see [`Runs`]); the DuckDB AUC runs
+//! `CALIBSQL_BENCH_RUNS` times. `CALIBSQL_BENCH_ONLY=fit` runs only the pairs whose name
+//! contains `fit`, and `|` separates alternatives: `CALIBSQL_BENCH_ONLY="realistic
+//! ece(p|realistic fit"` runs those two pairs in their usual order, so one pair can be timed
+//! after the ones that run before it in a full run.
 
 use std::time::{Duration, Instant};
 
@@ -52,7 +54,7 @@ async fn report_pair(
     (name, sql): (&str, &str),
     (base_name, base_sql): (&str, &str),
     target: f64,
-    runs: usize,
+    runs: Runs,
 ) {
     let timed = time_pair(ctx, base_sql, sql, runs).await;
     let (base, ours) = (timed.median_a, timed.median_b);
@@ -68,11 +70,12 @@ async fn report_pair(
     let quartile = |q: usize| r[(r.len() - 1) * q / 4];
     println!(
         "{name:<32} {:>9.1} ms   {base_name:<16} {:>9.1} ms   ratio {ratio:.2} {verdict}  \
-         [run by run {:.2}-{:.2}]",
+         [run by run {:.2}-{:.2}, {} runs]",
         ours.as_secs_f64() * 1e3,
         base.as_secs_f64() * 1e3,
         quartile(1),
         quartile(3),
+        r.len(),
     );
 }
 
@@ -95,15 +98,41 @@ struct TimedPair {
     paired_ratios: Vec<f64>,
 }
 
-/// Times `a` and `b` `runs` times each (at least once), alternately (so drift in the
-/// machine's load hits both alike), after one warm-up run of each.
+/// How many times each pair runs: at least `min` times, and on until the pair's runs have
+/// taken `seconds` (`CALIBSQL_BENCH_SECONDS`), at most [`Runs::MAX`] times. On this VM one
+/// run's ratio moves by ±0.1, so a fixed count of 9 left the verdict of a fast pair to chance
+/// (the fit's ratio read 1.08 to 1.29 in three full runs of the same code); a floor in time
+/// gives the fast pairs (0.1–0.4 s a run) 30–100 runs and leaves the slow ones at `min`.
+#[derive(Clone, Copy)]
+struct Runs {
+    min: usize,
+    seconds: f64,
+}
+
+impl Runs {
+    const MAX: usize = 101;
+
+    fn from_env() -> Self {
+        Runs {
+            min: env_number("CALIBSQL_BENCH_RUNS", 9).max(1),
+            seconds: env_number("CALIBSQL_BENCH_SECONDS", 15) as f64,
+        }
+    }
+
+    /// Whether another run is due after `done` runs that took `elapsed`.
+    fn more(&self, done: usize, elapsed: Duration) -> bool {
+        done < self.min || (done < Self::MAX && elapsed.as_secs_f64() < self.seconds)
+    }
+}
+
+/// Times `a` and `b` alternately (so drift in the machine's load hits both alike), after one
+/// warm-up run of each, as many times as `runs` says.
 async fn time_pair(
     ctx: &datafusion::prelude::SessionContext,
     a: &str,
     b: &str,
-    runs: usize,
+    runs: Runs,
 ) -> TimedPair {
-    let runs = runs.max(1);
     let run = |sql: &str| {
         let sql = sql.to_string();
         async move {
@@ -115,10 +144,12 @@ async fn time_pair(
     run(a).await;
     run(b).await;
     let (mut ta, mut tb) = (vec![], vec![]);
-    for _ in 0..runs {
+    let started = Instant::now();
+    while runs.more(ta.len(), started.elapsed()) {
         ta.push(run(a).await);
         tb.push(run(b).await);
     }
+    let runs = ta.len();
     let mut paired_ratios: Vec<f64> = ta
         .iter()
         .zip(&tb)
@@ -244,10 +275,14 @@ async fn main() {
             f64::NAN,
         ),
     ];
-    let runs = env_number("CALIBSQL_BENCH_RUNS", 9).max(1);
+    let runs = Runs::from_env();
     println!(
-        "{rows} rows, median of {runs} alternating runs, {} threads",
-        ctx.state().config().target_partitions()
+        "{rows} rows, {} threads; each pair: the medians of alternating runs, at least {} and \
+         up to {} until the pair has run {} s",
+        ctx.state().config().target_partitions(),
+        runs.min,
+        Runs::MAX,
+        runs.seconds,
     );
     let only = Only(std::env::var("CALIBSQL_BENCH_ONLY").unwrap_or_default());
     for (name, sql, base_name, base_sql, target) in pairs {
@@ -268,7 +303,7 @@ async fn main() {
 /// memory of the `auc` and `'quantile'` queries. `auc` is compared with the hand-written
 /// rank-window AUC run by DataFusion and, when DuckDB is importable, by DuckDB (the issue's
 /// baseline; see [`duckdb_auc`]).
-async fn realistic(rows: usize, runs: usize, only: &Only) {
+async fn realistic(rows: usize, runs: Runs, only: &Only) {
     let path = realistic_path(rows);
     if !path.exists() {
         eprintln!("writing {rows} realistic rows to {}", path.display());
@@ -334,7 +369,7 @@ async fn realistic(rows: usize, runs: usize, only: &Only) {
         }
     }
     if only.wants("realistic auc(p, y)") {
-        duckdb_auc(&ctx, &path, runs).await;
+        duckdb_auc(&ctx, &path, runs.min).await;
     }
     for (name, sql) in [
         ("auc(p, y)", "SELECT auc(p, y) FROM t"),
@@ -397,7 +432,7 @@ async fn duckdb_auc(
 /// the rows are split into 30 "days" (a hash of the row), each day's `ece_state` and
 /// `field_rce_state` stored in Parquet once (not timed), then `ece_merge`/`field_rce_merge`
 /// over the 30 stored states is timed against `ece`/`field_rce` over the 20M rows.
-async fn rollup(ctx: &datafusion::prelude::SessionContext, data: &std::path::Path, runs: usize) {
+async fn rollup(ctx: &datafusion::prelude::SessionContext, data: &std::path::Path, runs: Runs) {
     let states = data.with_extension("daily-states.parquet");
     let store = format!(
         "COPY (SELECT CAST(floor(abs(score) * 1000) AS BIGINT) % 30 AS day,
