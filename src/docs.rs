@@ -1,7 +1,7 @@
 //! The function reference `docs/functions.md`, generated from each function's own
 //! [`Documentation`] — the text `SHOW FUNCTIONS`
-//! shows — so the reference cannot drift from the code. `tests/functions_doc.rs` fails when
-//! the file is stale; `CALIBSQL_UPDATE_DOCS=1 cargo test --test functions_doc` rewrites it.
+//! shows — so the reference cannot drift from the code. `tests/sql/functions_doc.rs` fails when
+//! the file is stale; `CALIBSQL_UPDATE_DOCS=1 cargo test --test sql functions_doc` rewrites it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -35,7 +35,7 @@ pub fn functions_markdown() -> String {
     let mut out = String::new();
     out.push_str(
         "<!-- Generated from the functions' own documentation by src/docs.rs; do not edit.\n     \
-         Regenerate: CALIBSQL_UPDATE_DOCS=1 cargo test --test functions_doc -->\n\n",
+         Regenerate: CALIBSQL_UPDATE_DOCS=1 cargo test --test sql functions_doc -->\n\n",
     );
     out.push_str("# calibsql functions\n\n");
     out.push_str(

@@ -5,7 +5,7 @@ These are consistency tests: all three run the same Rust functions, so they prov
 nothing is lost on the way (the FFI, the Arrow C stream, JSON output), not that the functions
 are right. `test_ece_matches_numpy` checks a value against an independent computation; the
 functions themselves are checked against numpy/scikit-learn/scipy in the Rust test suite
-(tests/slt, tests/calibrators.rs).
+(tests/slt, tests/fits/calibrators.rs).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data sets and expected values for tests/fits.rs, computed independently of calibsql.
+"""Data sets and expected values for tests/fits/fits.rs, computed independently of calibsql.
 
 Run from the repository root:
 
@@ -7,7 +7,7 @@ Run from the repository root:
     python3 tests/fits_gen/gen.py
 
 It writes the CSV files under tests/data/fits/ (fixed seeds) and tests/data/fits/expected.rs,
-which tests/fits.rs includes. The expected values are computed from the CSV files as read back
+which tests/fits/fits.rs includes. The expected values are computed from the CSV files as read back
 (so from exactly the numbers DataFusion parses), never from calibsql.
 
 Definitions (the contract of udfs' fit_* aggregates, see SPEC.md "Fitting calibrators"):

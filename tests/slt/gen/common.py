@@ -10,7 +10,7 @@ Each family script (binned.py, logloss.py, ...) builds the sqllogictest blocks o
     python3 tests/slt/gen/binned.py --check    # assert every block appears verbatim in binned.slt
 The error cases at the top of each .slt file are written by hand (regexes on the messages).
 To change the data or a case: edit the script, run it, paste the changed blocks into the .slt
-file in place of the old ones, and run --check and `cargo test --test slt`.
+file in place of the old ones, and run --check and `cargo test --test sql slt::`.
 Needs: pip install numpy scipy scikit-learn statsmodels
 """
 

@@ -441,7 +441,7 @@ mod tests {
     /// into a coarse grid gives the coarse grid of the same rows: the same cells, Σn and Σt
     /// exact, the re-anchored moments to rounding. An equivalence of two routes through this
     /// code (not an independent value); the fits on the coarse grid are checked against the
-    /// exact objective in tests/fit_grid.rs.
+    /// exact objective in tests/fits/fit_grid.rs.
     #[test]
     fn a_fine_state_merges_into_a_coarse_grid_as_its_own_rows() {
         let rows = scores();
@@ -479,7 +479,7 @@ mod tests {
     /// 2⁻¹⁶ (the linear blocks), and blocks first touched in the middle of a batch. An
     /// equivalence of two routes (not an independent value): it guards the index
     /// arithmetic; the fits' values are checked against the exact objective in
-    /// tests/fit_grid.rs.
+    /// tests/fits/fit_grid.rs.
     #[test]
     fn the_row_loop_and_the_per_row_path_fill_the_same_cells() {
         let mut s: Vec<f64> = scores().into_iter().map(|(s, _)| s).collect();

@@ -59,7 +59,7 @@ fn table(n: usize, seed: u64) -> RecordBatch {
 }
 
 /// One call: the function and its argument expressions (columns or literals).
-mod support;
+use crate::support;
 use support::assert_close;
 use support::UdafCall;
 

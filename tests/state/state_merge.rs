@@ -7,7 +7,7 @@
 //! against numpy / scikit-learn / the reference tools: this file checks that storing and
 //! merging states never changes the result (an invariance test, not a value test).
 
-mod support;
+use crate::support;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::ScalarValue;
@@ -173,7 +173,7 @@ async fn every_merge_function_is_covered() {
         if let Some(base) = f.name().strip_suffix("_merge") {
             assert!(
                 CASES.iter().any(|(name, _)| *name == base),
-                "{} has no case in tests/state_merge.rs",
+                "{} has no case in tests/state/state_merge.rs",
                 f.name()
             );
         }

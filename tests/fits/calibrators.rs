@@ -23,7 +23,7 @@ use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::prelude::{CsvReadOptions, SessionContext};
 
-include!("data/calibrators/expected.rs");
+include!("../data/calibrators/expected.rs");
 
 /// Functions of the generated cases still to be implemented.
 const PENDING: &[&str] = &[];

@@ -5,7 +5,7 @@
 //! ILPS beats ILPS on a biased field and ILPS beats Platt on non-logistic miscalibration
 //! (Pan et al.), and order-preserving calibrators keep the AUC.
 //!
-//! Numbers are printed; see them with `cargo test --test science -- --nocapture`.
+//! Numbers are printed; see them with `cargo test --test fits science -- --nocapture`.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -68,7 +68,7 @@ async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
         );
         let a = one(&single, &sql).await;
         let (reported, exact) = (a[0].unwrap(), a[1].unwrap());
-        // `cargo test --test fit_grid -- --nocapture` prints the grid's measured error.
+        // `cargo test --test fits fit_grid -- --nocapture` prints the grid's measured error.
         eprintln!(
             "{fit} ips={ips}: relative deviation {:.2e}",
             (reported - exact).abs() / exact.abs()
@@ -138,7 +138,7 @@ async fn whole_batch_and_per_row_paths_give_the_same_model() {
     }
 }
 
-mod support;
+use crate::support;
 
 /// A row accumulator of `fit` over Float64 columns `cols` (as the planner would build it).
 fn accumulator(fit: &str, cols: &[&str]) -> Box<dyn datafusion::logical_expr::Accumulator> {

@@ -49,7 +49,7 @@ struct CurveCase {
     points: &'static [(f64, f64)],
 }
 
-include!("data/fits/expected.rs");
+include!("../data/fits/expected.rs");
 
 /// Loss must be within this relative band of scipy's optimum, on both sides.
 const LOSS_REL: f64 = 1e-6;

@@ -1,6 +1,6 @@
 //! `docs/functions.md` is generated from the functions' own documentation (src/docs.rs);
 //! this test fails when the file is stale, as DataFusion's function-docs check does.
-//! `CALIBSQL_UPDATE_DOCS=1 cargo test --test functions_doc` rewrites it.
+//! `CALIBSQL_UPDATE_DOCS=1 cargo test --test sql functions_doc` rewrites it.
 
 use std::path::Path;
 
@@ -15,7 +15,7 @@ fn functions_md_is_up_to_date() {
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         on_disk == generated,
-        "docs/functions.md is stale: run CALIBSQL_UPDATE_DOCS=1 cargo test --test functions_doc"
+        "docs/functions.md is stale: run CALIBSQL_UPDATE_DOCS=1 cargo test --test sql functions_doc"
     );
 }
 

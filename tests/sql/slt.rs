@@ -1,9 +1,10 @@
 //! SQL logic tests: every `tests/slt/*.slt` file runs against `calibsql::new_context()`.
 //!
-//! Run: `cargo test --test slt` (one test per file, e.g. `cargo test --test slt binned`).
-//! `SLT_COMPLETE=1 cargo test --test slt` rewrites the files with the actual output; use it only
-//! to fill in layout and error messages — every expected value is computed independently by the
-//! scripts in `tests/slt/gen/` (numpy / scikit-learn) and must be re-checked there.
+//! Run: `cargo test --test sql slt::` (one test per file, e.g. `cargo test --test sql
+//! slt::binned`). `SLT_COMPLETE=1 cargo test --test sql slt::` rewrites the files with the
+//! actual output; use it only to fill in layout and error messages — every expected value is
+//! computed independently by the scripts in `tests/slt/gen/` (numpy / scikit-learn) and must
+//! be re-checked there.
 //!
 //! Cell format: NULL as `NULL`, the empty string as `(empty)`, booleans `true`/`false`, floats
 //! (also inside lists and structs) as Rust's `{:?}` prints them — the shortest string that
@@ -258,7 +259,7 @@ macro_rules! slt_files {
                     let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
                     assert!(
                         listed.contains(&stem.as_str()),
-                        "{} has no test: add it to slt_files! in tests/slt.rs",
+                        "{} has no test: add it to slt_files! in tests/sql/slt.rs",
                         path.display()
                     );
                 }

@@ -1,0 +1,17 @@
+//! The calibrators, one test binary: `cargo test --test fits` (one module with
+//! `cargo test --test fits fit_grid::`).
+//!
+//! - [`fits`]: the fitting aggregates and `calibrate` against scipy and scikit-learn;
+//! - [`calibrators`]: the papers' calibrators against numpy / scikit-learn references;
+//! - [`fit_grid`]: the bounded state past the exact cap (the grid's error bound);
+//! - [`science`]: the science on generated data whose truth is known (UERM, ConfCalib, ILPS).
+//!
+//! Data and expected values: `tests/data/`, written by the scripts in `tests/fits_gen/`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod calibrators;
+mod fit_grid;
+mod fits;
+mod science;
