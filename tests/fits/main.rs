@@ -2,6 +2,7 @@
 //! `cargo test --test fits fit_grid::`).
 //!
 //! - [`fits`]: the fitting aggregates and `calibrate` against scipy and scikit-learn;
+//! - [`fit_robustness`]: degenerate input, units, files and partitions, Parquet round trips;
 //! - [`calibrators`]: the papers' calibrators against numpy / scikit-learn references;
 //! - [`fit_grid`]: the bounded state past the exact cap (the grid's error bound);
 //! - [`science`]: the science on generated data whose truth is known (UERM, ConfCalib, ILPS).
@@ -13,5 +14,6 @@ mod support;
 
 mod calibrators;
 mod fit_grid;
+mod fit_robustness;
 mod fits;
 mod science;
