@@ -102,7 +102,7 @@ struct TimedPair {
 /// taken `seconds` (`CALIBSQL_BENCH_SECONDS`), at most [`Runs::MAX`] times. On this VM one
 /// run's ratio moves by ±0.1, so a fixed count of 9 left the verdict of a fast pair to chance
 /// (the fit's ratio read 1.08 to 1.29 in three full runs of the same code); a floor in time
-/// gives the fast pairs (0.1–0.4 s a run) 30–100 runs and leaves the slow ones at `min`.
+/// gives the fast pairs (0.1–0.4 s a run) 40–100 runs and leaves the slow ones at `min`.
 #[derive(Clone, Copy)]
 struct Runs {
     min: usize,
