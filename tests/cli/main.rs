@@ -13,12 +13,9 @@ use datafusion::prelude::SessionContext;
 use predicates::prelude::*;
 use tempfile::TempDir;
 
-/// The binary, run in `dir` with a private `HOME`.
-fn calibsql(dir: &Path) -> Command {
-    let mut command = assert_cmd::cargo::cargo_bin_cmd!("calibsql");
-    command.current_dir(dir).env("HOME", dir);
-    command
-}
+#[path = "../support/command.rs"]
+mod command;
+use command::calibsql;
 
 /// Runs SQL statements with DataFusion itself, to write fixtures.
 fn write_with_datafusion(dir: &Path, statements: &[&str]) {

@@ -21,6 +21,11 @@ const DATA: &str = "(SELECT s, CASE WHEN u < 1 / (1 + exp(-(0.7 * s - 1))) AND e
            0.05 + 0.95 * ((v * 69069) % 1000033) / 1000033.0 AS q
     FROM (SELECT value AS v FROM generate_series(1, 100000))))";
 
+/// Runs a statement whose result is not needed (CREATE TABLE).
+async fn run(ctx: &datafusion::prelude::SessionContext, sql: &str) {
+    ctx.sql(sql).await.unwrap().collect().await.unwrap();
+}
+
 async fn one(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<Option<f64>> {
     let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), &b).unwrap();
@@ -43,12 +48,7 @@ async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
             .with_batch_size(1000),
     );
     for ctx in [&single, &multi] {
-        ctx.sql(&format!("CREATE TABLE d AS SELECT * FROM {DATA}"))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        run(ctx, &format!("CREATE TABLE d AS SELECT * FROM {DATA}")).await;
     }
     let distinct = one(&single, "SELECT count(DISTINCT s) FROM d").await;
     assert!(distinct[0].unwrap() > 70_000.0, "{distinct:?}");
@@ -98,22 +98,14 @@ async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_batch_and_per_row_paths_give_the_same_model() {
     let ctx = calibsql::new_context_with_config(SessionConfig::new().with_target_partitions(1));
-    ctx.sql(&format!("CREATE TABLE d AS SELECT * FROM {DATA}"))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    ctx.sql(
+    run(&ctx, &format!("CREATE TABLE d AS SELECT * FROM {DATA}")).await;
+    run(
+        &ctx,
         "CREATE TABLE d2 AS SELECT s, y, q, 1 AS g FROM d
          UNION ALL SELECT s, y, q, 2 AS g FROM d
          UNION ALL SELECT NULL, 1, 0.5, 3 AS g",
     )
-    .await
-    .unwrap()
-    .collect()
-    .await
-    .unwrap();
+    .await;
     for fit in ["fit_platt", "fit_gaussian_calib", "fit_gamma_calib"] {
         for args in ["s, y", "s, y, q"] {
             let model = |sql: String| {

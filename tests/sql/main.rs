@@ -8,6 +8,9 @@
 //! - [`errors`]: bad input is rejected with the function, argument and value, never a panic;
 //! - [`reports`]: every report in `sql/` runs through the binary.
 
+#[path = "../support/command.rs"]
+mod command;
+
 mod docs_examples;
 mod errors;
 mod functions_doc;

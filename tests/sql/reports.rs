@@ -4,13 +4,25 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use crate::command::calibsql;
 use tempfile::TempDir;
 
-fn calibsql(dir: &Path) -> Command {
-    let mut command = assert_cmd::cargo::cargo_bin_cmd!("calibsql");
-    command.current_dir(dir).env("HOME", dir);
-    command
+/// Runs the report `file` in `dir` over `tables` (`--table` arguments) as CSV; its stdout,
+/// after checking that it succeeded.
+fn run_report(dir: &Path, tables: &[&str], file: &Path) -> String {
+    let output = calibsql(dir)
+        .args(tables)
+        .args(["--format", "csv", "-f"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn sql_files() -> Vec<PathBuf> {
@@ -74,18 +86,7 @@ fn every_sql_file_runs_on_generated_data() {
                 "{name}"
             );
         } else {
-            let output = calibsql(dir.path())
-                .args(tables)
-                .args(["--format", "csv", "-f"])
-                .arg(&file)
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            assert!(
-                output.status.success(),
-                "{name}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
+            let stdout = run_report(dir.path(), &tables, &file);
             // A header line and at least two method rows, every number finite.
             let lines: Vec<&str> = stdout.lines().collect();
             assert!(lines.len() >= 3, "{name}: {stdout}");
@@ -116,18 +117,7 @@ fn monitoring_flags_the_injected_drift_and_draws_the_chart() {
         .success();
     let tables = ["--table", "valid=drift/valid", "--table", "test=drift/test"];
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/monitoring.sql");
-    let output = calibsql(dir.path())
-        .args(tables)
-        .args(["--format", "csv", "-f"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = run_report(dir.path(), &tables, &file);
     // day,model,n,ece,ece_7d,ece_flag,…
     let mut flagged_after = 0;
     for line in stdout.lines().skip(1) {

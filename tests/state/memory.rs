@@ -8,13 +8,7 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
-
-fn calibsql(dir: &Path) -> Command {
-    let mut command = assert_cmd::cargo::cargo_bin_cmd!("calibsql");
-    command.current_dir(dir).env("HOME", dir);
-    command
-}
+use crate::command::calibsql;
 
 /// Runs `sql` over `t` under `limit`; returns (success, stdout as CSV, stderr, peak RSS in
 /// MiB).
