@@ -17,7 +17,7 @@
 -- score, so every bin under-predicts and the naive fits' ECE is the same number, the gap
 -- between the test click rate and their mean prediction; MCE and log loss still tell them
 -- apart. UERM removes most of that gap; the rest is the popularity estimate's error (with the
--- true exposure, hidden in the data as `exposure`, it goes, see tests/science.rs).
+-- true exposure, hidden in the data as `exposure`, it goes, see tests/fits/science.rs).
 -- Temperature, beta, BBQ and ILPS (the baselines of Kweon et al. Table 1 and Pan et al.)
 -- follow the same pattern on this data: the exposure bias swamps the differences between
 -- methods (every bin of every naive fit under-predicts, so their ECEs are equal).
