@@ -25,6 +25,21 @@ fn run_report(dir: &Path, tables: &[&str], file: &Path) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Runs `calibsql plot ARGS -o svg` in `dir`; the drawing and stderr, after checking that it
+/// succeeded.
+fn plot(dir: &Path, args: &[&str], svg: &Path) -> (String, String) {
+    let output = calibsql(dir)
+        .arg("plot")
+        .args(args)
+        .arg("-o")
+        .arg(svg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "plot {args:?}: {stderr}");
+    (std::fs::read_to_string(svg).unwrap(), stderr)
+}
+
 fn sql_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -66,21 +81,10 @@ fn every_sql_file_runs_on_generated_data() {
         );
         if name.starts_with("reliability_") {
             let svg = dir.path().join(name.replace(".sql", ".svg"));
-            let output = calibsql(dir.path())
-                .args(["plot", "reliability"])
-                .args(tables)
-                .arg("-f")
-                .arg(&file)
-                .arg("-o")
-                .arg(&svg)
-                .output()
-                .unwrap();
-            assert!(
-                output.status.success(),
-                "{name}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let drawing = std::fs::read_to_string(&svg).unwrap();
+            let mut args = vec!["reliability"];
+            args.extend(tables);
+            args.extend(["-f", file.to_str().unwrap()]);
+            let (drawing, _) = plot(dir.path(), &args, &svg);
             assert!(
                 drawing.starts_with("<svg") && drawing.contains("ECE"),
                 "{name}"
@@ -135,25 +139,15 @@ fn monitoring_flags_the_injected_drift_and_draws_the_chart() {
     }
     assert_eq!(flagged_after, 4, "{stdout}");
     let svg = dir.path().join("drift.svg");
-    let output = calibsql(dir.path())
-        .args(["plot", "metric"])
-        .args(tables)
-        .arg("-f")
-        .arg(&file)
-        .args([
-            "-c",
-            "SELECT day AS x, ece AS value, ece_lower AS lower, ece_upper AS upper, model AS series FROM monitoring",
-            "-o",
-        ])
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let drawing = std::fs::read_to_string(&svg).unwrap();
+    let mut args = vec!["metric"];
+    args.extend(tables);
+    args.extend([
+        "-f",
+        file.to_str().unwrap(),
+        "-c",
+        "SELECT day AS x, ece AS value, ece_lower AS lower, ece_upper AS upper, model AS series FROM monitoring",
+    ]);
+    let (drawing, stderr) = plot(dir.path(), &args, &svg);
     assert!(drawing.starts_with("<svg") && drawing.contains("ctr"));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("outside their band"));
+    assert!(stderr.contains("outside their band"));
 }
