@@ -26,13 +26,18 @@ mod support;
 mod data;
 use data::{data_path, env_number, median_ms, realistic_path, write_data, write_realistic};
 
-/// The peak resident memory of `calibsql -c sql` over the realistic file, in a child process
-/// (its `VmHWM`, printed with `CALIBSQL_PEAK_RSS=1`).
-fn peak_rss(path: &std::path::Path, sql: &str) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_calibsql"))
+/// The peak resident memory of `calibsql -c sql` over the realistic file as `t` and the
+/// `tables` (`NAME=PATH`), in a child process (its `VmHWM`, printed with `CALIBSQL_PEAK_RSS=1`).
+fn peak_rss(path: &std::path::Path, tables: &[String], sql: &str) -> String {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_calibsql"));
+    command
         .env("CALIBSQL_PEAK_RSS", "1")
         .arg("--table")
-        .arg(format!("t={}", path.display()))
+        .arg(format!("t={}", path.display()));
+    for table in tables {
+        command.arg("--table").arg(table);
+    }
+    let output = command
         .args(["--format", "csv", "-c", sql])
         .output()
         .expect("run calibsql");
@@ -371,6 +376,9 @@ async fn realistic(rows: usize, runs: Runs, only: &Only) {
     if only.wants("realistic auc(p, y)") {
         duckdb_auc(&ctx, &path, runs.min).await;
     }
+    if only.wants("realistic calibrate") {
+        calibrate_pairs(&ctx, &path, runs).await;
+    }
     for (name, sql) in [
         ("auc(p, y)", "SELECT auc(p, y) FROM t"),
         // 1,001 distinct scores: counted per distinct score instead of kept as rows.
@@ -382,9 +390,67 @@ async fn realistic(rows: usize, runs: Runs, only: &Only) {
         ("rank-window AUC", rank_auc),
     ] {
         if only.wants("realistic peak") || only.wants(name) {
-            println!("peak RSS of {name}: {}", peak_rss(&path, sql));
+            println!("peak RSS of {name}: {}", peak_rss(&path, &[], sql));
         }
     }
+}
+
+/// Applying a model the documented way (`CROSS JOIN` of a one-row table): a ConfCalib model
+/// with one key per site (5,000) against a Platt model, and the peak memory of the ConfCalib
+/// query with the model read from a Parquet file. The models are fitted once on the file.
+async fn calibrate_pairs(
+    ctx: &datafusion::prelude::SessionContext,
+    path: &std::path::Path,
+    runs: Runs,
+) {
+    let dir = path.parent().expect("the bench files' directory");
+    let models = [
+        ("cc_model", "fit_confcalib(p, y, site)"),
+        ("platt_model", "fit_platt(p, y)"),
+    ];
+    let mut tables = Vec::new();
+    for (name, fit) in models {
+        let file = dir.join(format!(
+            "{name}-{}.parquet",
+            path.file_stem().unwrap().to_string_lossy()
+        ));
+        if !file.exists() {
+            let sql = format!(
+                "COPY (SELECT {fit} AS model FROM t) TO '{}' STORED AS PARQUET",
+                file.display()
+            );
+            ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+        }
+        ctx.register_parquet(name, file.to_str().unwrap(), ParquetReadOptions::default())
+            .await
+            .unwrap();
+        tables.push(format!("{name}={}", file.display()));
+    }
+    let keys = ctx
+        .sql("SELECT array_length(model['field_keys']) FROM cc_model")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let keys = datafusion::arrow::util::pretty::pretty_format_batches(&keys).unwrap();
+    println!("ConfCalib model of the realistic file's sites:\n{keys}");
+    let confcalib = "SELECT avg(calibrate(t.p, m.model, t.site)) FROM t CROSS JOIN cc_model m";
+    report_pair(
+        ctx,
+        ("realistic calibrate confcalib", confcalib),
+        (
+            "calibrate platt",
+            "SELECT avg(calibrate(t.p, m.model)) FROM t CROSS JOIN platt_model m",
+        ),
+        2.0,
+        runs,
+    )
+    .await;
+    println!(
+        "peak RSS of calibrate(p, confcalib model, site): {}",
+        peak_rss(path, &tables, confcalib)
+    );
 }
 
 /// `auc(p, y)` against DuckDB's rank-window AUC on the same file (the baseline), run

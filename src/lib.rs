@@ -2,6 +2,7 @@
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
 pub mod address;
+pub mod constant_join;
 #[cfg(feature = "distributed")]
 pub mod distributed;
 pub mod docs;
@@ -20,6 +21,7 @@ use datafusion::common::plan_datafusion_err;
 use datafusion::common::Result;
 use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParserBuilder, Statement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
@@ -66,7 +68,10 @@ pub fn new_context() -> SessionContext {
 /// A new session with `config`, every calibsql function registered and `s3://` locations
 /// read with the credentials of the AWS environment (see [`register_s3`] to set others).
 pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
-    let ctx = SessionContext::new_with_config(with_calibsql_settings(config));
+    let state = SessionStateBuilder::new()
+        .with_config(with_calibsql_settings(config))
+        .with_default_features();
+    let ctx = constant_join::with_constant_joins(state);
     register_all(&ctx);
     // Copies the runtime of a session just built: cannot fail.
     register_s3(&ctx, S3Options::default()).expect("a new session accepts S3 support");
@@ -109,7 +114,11 @@ pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
         let pool = TrackConsumersPool::new(FairSpillPool::new(limit), TOP_CONSUMERS);
         runtime = runtime.with_memory_pool(Arc::new(pool));
     }
-    let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?).enable_url_table();
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime.build_arc()?)
+        .with_default_features();
+    let ctx = constant_join::with_constant_joins(state).enable_url_table();
     register_all(&ctx);
     register_s3(&ctx, options.s3.clone())?;
     Ok(ctx)
