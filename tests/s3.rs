@@ -8,14 +8,16 @@
 //! - `calib/logs/2026-11-01/part-0.parquet`, `…/2026-11-02/…`, `…/2026-12-01/…`: 1000 rows each
 //! - `calib/bad/notes.parquet`: text, not Parquet
 
+#[path = "support/child.rs"]
+mod child;
 #[path = "support/s3_server.rs"]
 mod s3_server;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use calibsql::S3Options;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::SessionContext;
@@ -146,9 +148,10 @@ fn calibsql() -> Command {
     command
 }
 
-/// The binary with no AWS variables at all.
+/// The binary with no AWS variables at all (a `support/child.rs` command: it dies with the
+/// test, and [`run`] gives it a deadline).
 fn bare_calibsql() -> Command {
-    let mut command = assert_cmd::cargo::cargo_bin_cmd!("calibsql");
+    let mut command = child::command(env!("CARGO_BIN_EXE_calibsql"));
     for (name, _) in std::env::vars() {
         if name.starts_with("AWS_") {
             command.env_remove(name);
@@ -163,7 +166,7 @@ fn bare_calibsql() -> Command {
 /// Runs `command`, checks that no secret is in its output, and returns (exit code, stdout,
 /// stderr).
 fn run(command: &mut Command) -> (i32, String, String) {
-    let output = command.output().unwrap();
+    let output = child::output("calibsql", command, child::TIMEOUT);
     let stdout = String::from_utf8(output.stdout).unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     for secret in [SECRET, WRONG_SECRET] {
@@ -356,27 +359,13 @@ fn copy_writes_a_model_back_and_reads_it_again() {
 
 #[test]
 fn unreachable_endpoint_is_one_clear_error() {
-    // A port that was free a moment ago: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let started = std::time::Instant::now();
-    failure(
-        calibsql().env("AWS_ENDPOINT_URL", &endpoint).args([
-            "-t",
-            "t=s3://calib/data/",
-            "-c",
-            "SELECT 1",
-        ]),
-        &[&endpoint, "unreachable", "connection refused"],
-    );
-    // Bounded retries: well under the default 30 s timeout.
-    assert!(started.elapsed() < Duration::from_secs(20));
+    // Held, never listening: connections are refused, and nothing else can listen there.
+    let closed = child::closed_port();
+    let endpoint = format!("http://127.0.0.1:{}", closed.port);
 
-    // The flag wins over the environment, and retries are configurable.
+    // The flag wins over the environment, and retries are configurable. Without retries,
+    // this run is also the baseline of this machine for the one below.
+    let started = Instant::now();
     failure(
         calibsql().args([
             "--s3-endpoint",
@@ -389,6 +378,28 @@ fn unreachable_endpoint_is_one_clear_error() {
             "SELECT 1",
         ]),
         &[&endpoint, "unreachable", "0 retries"],
+    );
+    let without_retries = started.elapsed();
+
+    // Bounded retries: the default 3.
+    let started = Instant::now();
+    failure(
+        calibsql().env("AWS_ENDPOINT_URL", &endpoint).args([
+            "-t",
+            "t=s3://calib/data/",
+            "-c",
+            "SELECT 1",
+        ]),
+        &[&endpoint, "unreachable", "connection refused", "3 retries"],
+    );
+    let with_retries = started.elapsed();
+    // A refused connection is retried after back-offs (0.1 s doubling, at most 2 s), not
+    // after the 30 s request timeout: the run costs at most 4 attempts' worth of the run
+    // without retries (this machine's speed) plus the back-offs' seconds (any machine's).
+    let bound = 4 * without_retries + Duration::from_secs(10);
+    assert!(
+        with_retries < bound,
+        "{with_retries:?} with 3 retries, {without_retries:?} without: more than {bound:?}"
     );
 }
 
