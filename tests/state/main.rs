@@ -7,8 +7,8 @@
 //! - [`invariance`]: batch size, partitioning and thread count change nothing;
 //! - [`memory`]: `--memory-limit` holds for the aggregates that keep rows.
 
-#[path = "../support/command.rs"]
-mod command;
+#[path = "../support/child.rs"]
+mod child;
 #[path = "../support/mod.rs"]
 mod support;
 
