@@ -8,7 +8,7 @@
 //! Numbers are printed; see them with `cargo test --test fits science -- --nocapture`.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, Weak};
 
 use calibsql::generate::{self, Config};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
@@ -21,17 +21,33 @@ use tempfile::TempDir;
 const SEED: u64 = 20_220_222;
 const ROWS: u64 = 200_000;
 
-/// The data, generated once for all tests of this file.
-fn data() -> &'static Path {
-    static DATA: OnceLock<TempDir> = OnceLock::new();
-    DATA.get_or_init(|| {
-        let dir = TempDir::new().unwrap();
-        let mut config = Config::new(ROWS);
-        config.seed = SEED;
-        generate::generate(dir.path(), &config, &mut |_| {}).unwrap();
-        dir
-    })
-    .path()
+/// A directory under the cargo target's tmp dir, removed when dropped (a test binary killed
+/// before that leaves it there, not in the system's temp directory).
+fn scratch_dir() -> TempDir {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(root).unwrap();
+    tempfile::Builder::new()
+        .prefix("science-")
+        .tempdir_in(root)
+        .unwrap()
+}
+
+/// The data, shared by the tests that use it at the same time and removed when the last of
+/// them drops it (a `static` would never be dropped, so its directory would outlive every
+/// run); a test that comes later generates it again (a few seconds).
+fn data() -> Arc<TempDir> {
+    static DATA: Mutex<Weak<TempDir>> = Mutex::new(Weak::new());
+    let mut shared = DATA.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(dir) = shared.upgrade() {
+        return dir;
+    }
+    let dir = scratch_dir();
+    let mut config = Config::new(ROWS);
+    config.seed = SEED;
+    generate::generate(dir.path(), &config, &mut |_| {}).unwrap();
+    let dir = Arc::new(dir);
+    *shared = Arc::downgrade(&dir);
+    dir
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -107,7 +123,8 @@ fn one_row(batches: &[RecordBatch]) -> Vec<f64> {
 #[test]
 fn the_hidden_truth_is_the_truth() {
     runtime().block_on(async {
-        let ctx = session(data()).await;
+        let data = data();
+        let ctx = session(data.path()).await;
         // Labels follow from the hidden columns exactly.
         let broken = one_row(
             &run(
@@ -188,7 +205,8 @@ FROM twice GROUP BY k, method ORDER BY k";
 #[test]
 fn uerm_with_the_true_exposure_beats_the_naive_fits() {
     runtime().block_on(async {
-        let ctx = session(data()).await;
+        let data = data();
+        let ctx = session(data.path()).await;
         let batches = run(&ctx, ECE_VS_TRUTH).await;
         let methods = strings(&batches, 0);
         let naive = floats(&batches, 1);
@@ -236,7 +254,8 @@ fn repo() -> PathBuf {
 #[test]
 fn field_report_reproduces_the_papers_claims() {
     runtime().block_on(async {
-        let ctx = session(data()).await;
+        let data = data();
+        let ctx = session(data.path()).await;
         let rows = field_report(&ctx).await;
         for (method, v) in &rows {
             println!(
@@ -321,9 +340,9 @@ fn ilps_beats_platt_when_the_miscalibration_is_not_logistic() {
 #[test]
 fn generation_is_deterministic_whatever_the_threads_and_batches() {
     let rows = 30_001;
-    let a = TempDir::new().unwrap();
-    let b = TempDir::new().unwrap();
-    let c = TempDir::new().unwrap();
+    let a = scratch_dir();
+    let b = scratch_dir();
+    let c = scratch_dir();
     let mut config = Config::new(rows);
     config.seed = 7;
     config.threads = 2;
@@ -383,12 +402,13 @@ fn with_mild_exposure_bias_the_calibrators_separate() {
                          logloss(calibrate(score, gamma), click) AS gamma_ll
                   FROM test CROSS JOIN m";
     runtime().block_on(async {
-        let mild = TempDir::new().unwrap();
+        let mild = scratch_dir();
         let mut config = Config::new(ROWS);
         config.seed = SEED;
         config.exposure = generate::Exposure::Mild;
         generate::generate(mild.path(), &config, &mut |_| {}).unwrap();
-        let strong = one_row(&run(&session(data()).await, ece_of).await);
+        let data = data();
+        let strong = one_row(&run(&session(data.path()).await, ece_of).await);
         let mild = one_row(&run(&session(mild.path()).await, ece_of).await);
         println!(
             "strong: Platt ECE {:.4}, Gamma ECE {:.4}",
