@@ -221,13 +221,23 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
         Ok(s.clamp(lo, hi))
     };
     Ok(match m.method(row) {
-        "platt" => sigmoid(num("b", m.b)? * s + num("c", m.c)?),
+        "platt" => {
+            // b = 0 is a constant model (the data did not rank the labels): σ(c) at every
+            // score, also at ±Infinity, where b·s would be NaN.
+            let (b, c) = (num("b", m.b)?, num("c", m.c)?);
+            sigmoid(if b == 0.0 { c } else { b * s + c })
+        }
         "temperature" => {
             let t = num("a", m.a)?;
             if t.is_nan() || t <= 0.0 {
                 return exec_err!("calibrate: argument model has temperature a = {t}, expected > 0");
             }
-            sigmoid(s / t)
+            // T = +Infinity is the constant 0.5, also at a score of ±Infinity (∞/∞ is NaN).
+            if t == f64::INFINITY {
+                0.5
+            } else {
+                sigmoid(s / t)
+            }
         }
         "beta" => {
             if !(0.0..=1.0).contains(&s) {
@@ -255,6 +265,12 @@ pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
             sigmoid(interp(s, x, y)?)
         }
         "histogram_quantile" | "bbq" => {
+            // BBQ is fitted on probabilities (fit_bbq refuses others), so it applies to them.
+            if m.method(row) == "bbq" && !(0.0..=1.0).contains(&s) {
+                return exec_err!(
+                    "calibrate: a bbq model takes a probability in [0, 1] as score, got {s}"
+                );
+            }
             // Bins closed on the right: the number of inner edges strictly below s.
             let (x, y) = m.knots(row)?;
             let inner = &x[1..x.len() - 1];
