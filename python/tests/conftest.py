@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+
+import children
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,10 +38,9 @@ def logs(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """40,000 rows of `calibsql generate` (20k valid, 20k test), in two Parquet files each
     split, so that reading is partitioned."""
     out = tmp_path_factory.mktemp("logs")
-    subprocess.run(
+    children.run(
         [str(binary), "generate", "--rows", "40000", "--out", str(out), "--seed", "7", "-q"],
         check=True,
-        timeout=300,
     )
     return out
 
@@ -53,7 +53,7 @@ class Cli:
         self.logs = logs
 
     def __call__(self, sql: str) -> list[dict]:
-        done = subprocess.run(
+        done = children.run(
             [
                 str(self.binary),
                 "--table",
@@ -65,9 +65,7 @@ class Cli:
                 "-c",
                 sql,
             ],
-            capture_output=True,
             text=True,
-            timeout=600,
         )
         assert done.returncode == 0, done.stderr
         return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pyarrow as pa
 import pytest
 
 import calibsql
 import calibsql.datafusion
+import children
 
 
 def test_error_is_a_value_error():
@@ -25,11 +24,9 @@ def test_bad_value_raises_with_the_cli_message(binary):
     assert "\n" not in message
 
     # The CLI prints the same text after "Error: ".
-    cli = subprocess.run(
+    cli = children.run(
         [str(binary), "-c", "SELECT ece(p, y) FROM (VALUES (0.2, 0), (1.7, 1)) AS t(p, y)"],
-        capture_output=True,
         text=True,
-        timeout=120,
     )
     assert cli.returncode == 1
     assert cli.stderr.strip() == f"Error: {message}"
