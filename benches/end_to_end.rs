@@ -24,7 +24,10 @@ mod support;
 
 #[path = "support/data.rs"]
 mod data;
-use data::{data_path, env_number, median_ms, realistic_path, write_data, write_realistic};
+use data::{
+    data_path, env_number, median_ms, realistic_ctr_path, realistic_path, write_data,
+    write_realistic, write_realistic_ctr,
+};
 
 /// The peak resident memory of `calibsql -c sql` over the realistic file as `t` and the
 /// `tables` (`NAME=PATH`), in a child process (its `VmHWM`, printed with `CALIBSQL_PEAK_RSS=1`).
@@ -302,6 +305,117 @@ async fn main() {
         rollup(&ctx, &path, runs).await;
     }
     realistic(rows, runs, &only).await;
+    every_aggregate(rows, runs, &only).await;
+}
+
+/// Every calibsql aggregate (`F_state`/`F_merge` twins share `F`'s kernel and are left out)
+/// on the realistic files, as `(name, call, target)`: the ratio to `avg` over the same columns
+/// (`p`/`score`, `y`, and the field or propensity when the call reads one), in the same run.
+/// The targets are the speed issue's. `{f2}` is a second field: `app` on the CTR-like file,
+/// `site` again on the other (it has one field).
+const EVERY_AGGREGATE: &[(&str, &str, f64)] = &[
+    ("ace", "ace(p, y)", 4.0),
+    ("auc", "auc(p, y)", 2.0),
+    ("brier", "brier(p, y)", 2.0),
+    ("ece", "ece(p, y)", 2.0),
+    ("ece quantile", "ece(p, y, 15, 'quantile')", 4.0),
+    ("ece_debiased", "ece_debiased(p, y)", 4.0),
+    ("field_ece", "field_ece(p, y, site)", 2.0),
+    ("field_rce", "field_rce(p, y, site)", 2.0),
+    ("fit_bbq", "fit_bbq(p, y)", 4.0),
+    ("fit_beta_calib", "fit_beta_calib(p, y)", 2.0),
+    ("fit_confcalib", "fit_confcalib(p, y, site)", 4.0),
+    ("fit_field_calib", "fit_field_calib(score, y, site)", 4.0),
+    ("fit_gamma_calib", "fit_gamma_calib(score, y)", 2.0),
+    ("fit_gaussian_calib", "fit_gaussian_calib(score, y)", 2.0),
+    ("fit_histogram", "fit_histogram(score, y)", 4.0),
+    ("fit_ilps", "fit_ilps(score, y)", 2.0),
+    ("fit_isotonic", "fit_isotonic(score, y)", 4.0),
+    ("fit_platt", "fit_platt(score, y)", 2.0),
+    ("fit_temperature", "fit_temperature(score, y)", 2.0),
+    ("ips_logloss", "ips_logloss(p, y, propensity)", 2.0),
+    ("logloss", "logloss(p, y)", 2.0),
+    ("mce", "mce(p, y)", 2.0),
+    ("multi_field_rce", "multi_field_rce(p, y, site, {f2})", 2.0),
+    ("mvce", "mvce(p, y, site)", 1.5),
+    ("normalized_entropy", "normalized_entropy(p, y)", 2.0),
+    ("reliability", "reliability(p, y)", 2.0),
+    ("rmsce", "rmsce(p, y)", 2.0),
+    ("smooth_ece", "smooth_ece(p, y)", 1.5),
+];
+
+/// The `avg` baseline of `call`: one `avg` per column it reads.
+fn avg_baseline(call: &str) -> String {
+    let columns = ["p", "score", "y", "site", "app", "propensity"];
+    let args = &call[call.find('(').expect("a call") + 1..call.rfind(')').expect("a call")];
+    let mut read: Vec<&str> = Vec::new();
+    for arg in args.split(',').map(str::trim) {
+        if columns.contains(&arg) && !read.contains(&arg) {
+            read.push(arg);
+        }
+    }
+    let avgs: Vec<String> = read.iter().map(|c| format!("avg({c})")).collect();
+    format!("SELECT {} FROM t", avgs.join(", "))
+}
+
+/// [`EVERY_AGGREGATE`] on the 50%-positive realistic file and on the CTR-like one
+/// (`CALIBSQL_BENCH_ONLY=every` runs just these; `every ctr` one file). Fails when a
+/// registered aggregate has no row, so a new function gets one.
+async fn every_aggregate(rows: usize, runs: Runs, only: &Only) {
+    let registered: Vec<String> = calibsql::udfs::all_aggregate_functions()
+        .iter()
+        .map(|f| f.name().to_string())
+        .filter(|n| !n.ends_with("_state") && !n.ends_with("_merge"))
+        .collect();
+    let missing: Vec<&String> = registered
+        .iter()
+        .filter(|n| {
+            !EVERY_AGGREGATE
+                .iter()
+                .any(|(_, call, _)| call.starts_with(&format!("{n}(")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "aggregates without a bench row: {missing:?}"
+    );
+    for (label, path, f2) in [
+        ("every 50%", realistic_path(rows), "site"),
+        ("every ctr", realistic_ctr_path(rows), "app"),
+    ] {
+        if !EVERY_AGGREGATE
+            .iter()
+            .any(|(name, _, _)| only.wants(&format!("{label} {name}")))
+        {
+            continue;
+        }
+        if !path.exists() {
+            eprintln!("writing {rows} rows to {}", path.display());
+            if f2 == "app" {
+                write_realistic_ctr(&path, rows).await;
+            } else {
+                write_realistic(&path, rows).await;
+            }
+        }
+        let ctx = calibsql::new_context();
+        ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
+            .await
+            .unwrap();
+        println!(
+            "{label}: every aggregate against avg over the columns it reads ({})",
+            path.display()
+        );
+        for (name, call, target) in EVERY_AGGREGATE {
+            let pair = format!("{label} {name}");
+            if !only.wants(&pair) {
+                continue;
+            }
+            let call = call.replace("{f2}", f2);
+            let sql = format!("SELECT {call} FROM t");
+            let base = avg_baseline(&call);
+            report_pair(&ctx, (&pair, &sql), ("avg", &base), *target, runs).await;
+        }
+    }
 }
 
 /// The pairs of the speed issue on the realistic file, with their targets, and the peak

@@ -73,6 +73,34 @@ pub async fn write_realistic(path: &std::path::Path, rows: usize) {
     write_file(path, &sql).await;
 }
 
+/// The CTR-like realistic file: as [`write_realistic`], but `p` in (0, 0.2) (a 10% positive
+/// rate, as a click log has), `score` its logit plus noise, and a second field `app` (50
+/// Zipf-skewed values) for the multi-field metrics.
+pub fn realistic_ctr_path(rows: usize) -> PathBuf {
+    bench_file(&format!("realistic-ctr-v1-{rows}.parquet"))
+}
+
+pub async fn write_realistic_ctr(path: &std::path::Path, rows: usize) {
+    let sql = format!(
+        "COPY (SELECT p, CAST(CASE WHEN u < p THEN 1 ELSE 0 END AS TINYINT) AS y,
+            CAST(floor(s * s * s * 5000) AS BIGINT) AS site,
+            CAST(floor(a * a * 50) AS BIGINT) AS app,
+            0.1 + 0.9 * e AS propensity,
+            ln(p) - ln(1 - p) + 0.5 * u AS score
+          FROM (SELECT
+              0.2 * (((v * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
+              ((v * 40503) % 999983) / 999983.0 AS u,
+              ((v * 69069) % 1000033) / 1000033.0 AS s,
+              ((v * 48271) % 999961) / 999961.0 AS a,
+              (((v * 2246822519) % 4294967291) + 0.5) / 4294967292.0 AS e
+            FROM (SELECT value AS v FROM generate_series(1, {rows}))))
+         TO '{}' STORED AS PARQUET
+         OPTIONS ('format.max_row_group_size' '1048576', 'format.compression' 'snappy')",
+        path.display()
+    );
+    write_file(path, &sql).await;
+}
+
 /// The number in the environment variable `name`, or `default`.
 pub fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
