@@ -4,9 +4,14 @@ fit_histogram(..., 'quantile'), fit_ilps, fit_field_calib, fit_confcalib and fit
 independently of calibsql (numpy / scipy / scikit-learn / netcal / betacal only).
 
 Run from the repository root (the venv needs numpy, scipy, scikit-learn 1.9.1, netcal 1.4.0 with
-its torch, betacal 1.1.0):
+its torch, betacal 1.1.0: tests/gen/requirements.txt; bash tests/gen/check.sh makes that venv and
+runs every generator's --check):
 
-    python tests/fits_gen/calibrators.py
+    python tests/fits_gen/calibrators.py            # rewrite the files
+    python tests/fits_gen/calibrators.py --check    # write them to a temporary folder and compare
+
+--check compares number by number (tests/gen/textcheck.py, tolerances at CHECK_* below): the
+last digits of the fits differ between processors.
 
 It writes the CSV files under tests/data/calibrators/ (fixed seeds, floats written with the
 shortest repr that round-trips, so DataFusion parses exactly the numbers used here) and
@@ -186,6 +191,19 @@ from scipy.optimize import Bounds, LinearConstraint, minimize, minimize_scalar
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(ROOT, "tests", "data", "calibrators")
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "gen"))
+from textcheck import check_tree  # noqa: E402
+
+# --check's tolerances, (rel, abs): the data (fixed seeds; numpy's exp kernels differ by an ulp
+# between processors), and expected.rs, well below tests/fits/calibrators.rs's LOSS_REL 1e-9,
+# PROB_ABS 1e-6 and BBQ_ABS 1e-5 (observed between an AVX2 and an AVX-512 machine: 5e-14).
+CHECK_CSV = (1e-14, 0.0)
+CHECK_EXPECTED = (1e-13, 1e-12)
+
+
+def check_tolerance(name):
+    return [(None, *(CHECK_CSV if name.endswith(".csv") else CHECK_EXPECTED))]
 
 VERSIONS = {"numpy": "2.4.6", "scipy": "1.17.1", "sklearn": "1.9.1", "netcal": "1.4.0", "betacal": "1.1.0"}
 
@@ -1225,7 +1243,14 @@ def write_expected():
 
 
 def main():
+    global DATA
     import importlib.metadata as md
+    import shutil
+    import tempfile
+
+    checked_in = DATA
+    if "--check" in sys.argv:
+        DATA = tempfile.mkdtemp(prefix="calibrators_gen-")
 
     import netcal
 
@@ -1245,6 +1270,11 @@ def main():
     print(f"{len(CASES)} cases written to {os.path.join(DATA, 'expected.rs')}")
     print("summary: sklearn", sk, "betacal", bc)
     print("bbq", {k: (v[0], v[1], v[3]) for k, v in bb.items()})
+    if DATA != checked_in:
+        bad = check_tree(DATA, checked_in, check_tolerance)
+        shutil.rmtree(DATA)
+        print(f"tests/fits_gen/calibrators.py --check: {'OK' if not bad else f'{bad} file(s) differ'}")
+        return 1 if bad else 0
 
 
 if __name__ == "__main__":

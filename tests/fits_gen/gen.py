@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Data sets and expected values for tests/fits/fits.rs, computed independently of calibsql.
 
-Run from the repository root:
+Run from the repository root (the versions: tests/gen/requirements.txt; bash tests/gen/check.sh
+makes that venv and runs every generator's --check):
 
-    pip install numpy scipy scikit-learn
-    python3 tests/fits_gen/gen.py
+    python3 tests/fits_gen/gen.py            # rewrite the files
+    python3 tests/fits_gen/gen.py --check    # write them to a temporary folder and compare
 
 It writes the CSV files under tests/data/fits/ (fixed seeds) and tests/data/fits/expected.rs,
-which tests/fits/fits.rs includes. The expected values are computed from the CSV files as read back
+which tests/fits/fits.rs includes. --check compares number by number (tests/gen/textcheck.py,
+tolerances at CHECK_* below): the optimizers' last digits differ between processors. The expected values are computed from the CSV files as read back
 (so from exactly the numbers DataFusion parses), never from calibsql.
 
 Definitions (the contract of udfs' fit_* aggregates, see SPEC.md "Fitting calibrators"):
@@ -42,6 +44,24 @@ from sklearn.isotonic import IsotonicRegression
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(ROOT, "tests", "data", "fits")
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "gen"))
+from textcheck import check_tree  # noqa: E402
+
+# --check's tolerances, (rel, abs), well below the tolerances of tests/fits/fits.rs:
+# the data (fixed seeds; numpy's exp and log kernels differ by an ulp between processors),
+CHECK_CSV = (1e-14, 0.0)
+# the parametric cases (PROB_ABS 1e-4, LOSS_REL 1e-6; SLSQP's optimum moves the probabilities
+# by up to 4e-9 between an AVX2 and an AVX-512 machine),
+CHECK_PARAM = (0.0, 2e-8)
+# and the isotonic / histogram curves (CURVE_ABS 1e-9; rates of counts, exact up to rounding).
+CHECK_CURVE = (1e-13, 1e-15)
+
+
+def check_tolerance(name):
+    if name.endswith(".csv"):
+        return [(None, *CHECK_CSV)]
+    return [(None, *CHECK_PARAM), ("const CURVE_CASES", *CHECK_CURVE)]
 
 
 def sigmoid(x):
@@ -427,6 +447,12 @@ FN = {"platt": "fit_platt", "gaussian": "fit_gaussian_calib", "gamma": "fit_gamm
 
 
 def main():
+    global DATA
+    checked_in = DATA
+    if "--check" in sys.argv:
+        import tempfile
+
+        DATA = tempfile.mkdtemp(prefix="fits_gen-")
     print(f"numpy {np.__version__}, scipy {scipy.__version__}, scikit-learn {sklearn.__version__}")
     make_data()
     param_cases = []
@@ -585,6 +611,13 @@ def main():
     add_hist("dot", d["score"], d["y"], 10)
 
     write_expected(param_cases, curve_cases)
+    if DATA != checked_in:
+        bad = check_tree(DATA, checked_in, check_tolerance)
+        import shutil
+
+        shutil.rmtree(DATA)
+        print(f"tests/fits_gen/gen.py --check: {'OK' if not bad else f'{bad} file(s) differ'}")
+        return 1 if bad else 0
 
 
 def write_expected(param_cases, curve_cases):

@@ -1,6 +1,9 @@
 //! Every function's documented SQL example runs and prints exactly the table its
-//! documentation shows, so the docs cannot drift from the code. The example values were
-//! checked by hand when written (each is small enough to verify on paper; see the doc text).
+//! documentation shows, so the docs cannot drift from the code. Where was each value derived?
+//! Most examples are small enough to verify on paper (see the doc text); the ones a reference
+//! library defines (smooth_ece: relplot, ece_debiased: uncertainty-calibration, auc, logloss,
+//! brier, normalized_entropy: scikit-learn, wilson_interval: statsmodels) are computed by that
+//! library in `tests/gen/doc_examples.py`, whose `--check` CI runs.
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
 

@@ -1,5 +1,6 @@
 """Check the reference bin rules in rules.py against the tools' own code paths, for many M and
-adversarial p (k/M in several float computations, their neighbours, 0, 1, ties)."""
+adversarial p (k/M in several float computations, their neighbours, 0, 1, ties).
+Exits 1 on a mismatch; CI runs it through tests/gen/check.sh (docs/binning-rules.md rests on it)."""
 import sys, warnings
 import numpy as np, torch
 from sklearn.calibration import calibration_curve
@@ -77,3 +78,4 @@ for M in Ms:
     bd = cu.fast_bin(list(zip(p, y)), cu.get_equal_prob_bins(p, num_bins=M))
     if not np.array_equal([len(x) for x in bd], np.bincount(b, minlength=nb)): bad.append(("kumar", M))
 print("mismatches:", bad)
+sys.exit(1 if bad else 0)  # tests/gen/check.sh runs this (with --check, which changes nothing)
