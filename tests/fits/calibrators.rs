@@ -23,6 +23,8 @@ use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::prelude::{CsvReadOptions, SessionContext};
 
+use crate::support::{close, close_rel};
+
 include!("../data/calibrators/expected.rs");
 
 /// Functions of the generated cases still to be implemented.
@@ -95,7 +97,7 @@ async fn check_case(
     }
     if !loss.is_nan() {
         let got = loss_col.as_primitive::<Float64Type>().value(0);
-        if ((got - loss) / loss).abs() > LOSS_REL {
+        if !close_rel(got, loss, LOSS_REL) {
             out.push(format!(
                 "{call} on {table}: loss {got:e}, reference {loss:e} (rel {:e})",
                 (got - loss) / loss
@@ -110,7 +112,7 @@ async fn check_case(
     };
     for (i, &(s, f, want)) in points.iter().enumerate() {
         let got = p.value(i);
-        if p.is_null(i) || (got - want).abs() > tolerance {
+        if p.is_null(i) || !close(got, want, tolerance) {
             out.push(format!(
                 "{call} on {table}: calibrate({s:e}{}) = {got:e}, expected {want:e} [{note}]",
                 if field {
@@ -195,7 +197,7 @@ async fn isotonic_is_exact_past_the_grid_switch() {
     let got = got.as_primitive::<Float64Type>();
     for (i, (s, want)) in expected.iter().enumerate() {
         assert!(
-            (got.value(i) - want).abs() <= 1e-12,
+            close(got.value(i), *want, 1e-12),
             "calibrate({s}) = {}, scikit-learn {want}",
             got.value(i)
         );

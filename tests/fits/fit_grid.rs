@@ -10,6 +10,8 @@ use datafusion::arrow::array::{Array, AsArray, Float64Array};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::prelude::SessionConfig;
 
+use crate::support::{close, close_rel};
+
 /// 100,000 rows with distinct scores: s a logit in about [-12, 12], a preference
 /// r ~ Bernoulli(σ(0.7 s − 1)), an exposure propensity q in [0.05, 1] and the observed click
 /// y = r · Bernoulli(q) — missing not at random, so E[y / q] = P(r = 1) and the IPS objective
@@ -74,14 +76,14 @@ async fn grid_loss_is_the_exact_objective_and_partitioning_does_not_matter() {
             (reported - exact).abs() / exact.abs()
         );
         assert!(
-            (reported - exact).abs() <= 1e-6 * exact.abs(),
+            close_rel(reported, exact, 1e-6),
             "{fit} ips={ips}: reported loss {reported}, exact objective {exact}"
         );
         let b = one(&multi, &sql).await;
         for (x, y) in a.iter().zip(&b) {
             match (x, y) {
                 (Some(x), Some(y)) => assert!(
-                    (x - y).abs() <= 1e-9 * x.abs().max(1e-12),
+                    close(*y, *x, 1e-9 * x.abs().max(1e-12)),
                     "{fit} ips={ips}: 1 partition {a:?} vs 4 partitions {b:?}"
                 ),
                 (None, None) => {}
@@ -189,7 +191,7 @@ fn grid_and_exact_partial_states_merge() {
         let got = model(&mut acc);
         for (g, e) in got.iter().zip(&expected) {
             assert!(
-                (g - e).abs() <= 1e-9 * e.abs().max(1e-12),
+                close(*g, *e, 1e-9 * e.abs().max(1e-12)),
                 "{got:?} vs {expected:?}"
             );
         }

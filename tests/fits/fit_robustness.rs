@@ -10,8 +10,9 @@ use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig};
 
 use super::fits::{
     bools, check_probabilities, context, data_path, f64s, finish, grid_sql, linspace, lists, query,
-    rel_diff, strs,
+    strs,
 };
+use crate::support::{close, close_rel};
 
 const FITS: &[&str] = &[
     "fit_platt",
@@ -140,7 +141,7 @@ async fn loss_does_not_depend_on_score_units() {
             match query(&ctx, &sql).await {
                 Err(e) => fails.push(e),
                 Ok(b) => match (f64s(&b, 0)[0], f64s(&b, 1)[0]) {
-                    (Some(a), Some(z)) if rel_diff(z, a) <= 1e-6 => {}
+                    (Some(a), Some(z)) if close_rel(z, a, 1e-6) => {}
                     (a, z) => fails.push(format!(
                         "{table}: {f}(score, y{extra}) loss {a:?} vs on 37.5*score + 1200: {z:?}"
                     )),
@@ -228,7 +229,7 @@ async fn fits_do_not_depend_on_files_or_partitions() {
         for (label, b) in &results[1..] {
             for (i, name) in calls[..3].iter().enumerate() {
                 let (a, z) = (f64s(base, i)[0], f64s(b, i)[0]);
-                if !matches!((a, z), (Some(a), Some(z)) if rel_diff(z, a) <= 1e-9) {
+                if !matches!((a, z), (Some(a), Some(z)) if close_rel(z, a, 1e-9)) {
                     fails.push(format!(
                         "{name}: loss {a:?} in {label0} vs {z:?} in {label}"
                     ));
@@ -238,7 +239,7 @@ async fn fits_do_not_depend_on_files_or_partitions() {
                 let (a, z) = (&lists(base, i)[0], &lists(b, i)[0]);
                 let same = match (a, z) {
                     (Some(a), Some(z)) => {
-                        a.len() == z.len() && a.iter().zip(z).all(|(u, v)| (u - v).abs() <= 1e-12)
+                        a.len() == z.len() && a.iter().zip(z).all(|(u, v)| close(*u, *v, 1e-12))
                     }
                     _ => false,
                 };
@@ -254,7 +255,7 @@ async fn fits_do_not_depend_on_files_or_partitions() {
                 let same = a
                     .iter()
                     .zip(&z)
-                    .all(|(u, v)| matches!((u, v), (Some(u), Some(v)) if (u - v).abs() <= 1e-12));
+                    .all(|(u, v)| matches!((u, v), (Some(u), Some(v)) if close(*u, *v, 1e-12)));
                 if !same {
                     fails.push(format!(
                         "{name}: calibrate() over the grid differs: {a:?} in {label0} vs {z:?} in {label}"
@@ -265,7 +266,7 @@ async fn fits_do_not_depend_on_files_or_partitions() {
                 let (a, z) = (&lists(base, i)[0], &lists(b, i)[0]);
                 let same = match (a, z) {
                     (Some(a), Some(z)) => {
-                        a.len() == z.len() && a.iter().zip(z).all(|(u, v)| (u - v).abs() <= 1e-12)
+                        a.len() == z.len() && a.iter().zip(z).all(|(u, v)| close(*u, *v, 1e-12))
                     }
                     (None, None) => true,
                     _ => false,

@@ -20,6 +20,8 @@ use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::prelude::{CsvReadOptions, SessionConfig, SessionContext};
 
+use crate::support::{close, close_rel};
+
 /// A parametric fit and what scipy found for it.
 struct ParamCase {
     /// Table (CSV file stem under tests/data/fits).
@@ -163,10 +165,6 @@ fn non_decreasing(v: &[f64]) -> bool {
     v.windows(2).all(|w| w[0] <= w[1])
 }
 
-pub(crate) fn rel_diff(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs().max(1e-300)
-}
-
 pub(crate) fn finish(what: &str, fails: Vec<String>) {
     if !fails.is_empty() {
         let mut msg = format!("{what}: {} failure(s)\n", fails.len());
@@ -220,8 +218,7 @@ async fn check_param_case(ctx: &SessionContext, c: &ParamCase, fails: &mut Vec<S
                 fail(format!("method: expected {:?}, got {method:?}", c.method));
             }
             match f64s(&b, 1)[0] {
-                Some(loss)
-                    if loss <= c.loss * (1.0 + LOSS_REL) && loss >= c.loss * (1.0 - LOSS_REL) => {}
+                Some(loss) if close_rel(loss, c.loss, LOSS_REL) => {}
                 got => fail(format!(
                     "loss: expected scipy {:?} within {LOSS_REL:e} relative, got {got:?} \
                      (relative difference {:e})",
@@ -261,7 +258,7 @@ async fn check_param_case(ctx: &SessionContext, c: &ParamCase, fails: &mut Vec<S
         Ok(got) => {
             for (&(x, want), g) in c.points.iter().zip(got) {
                 match g {
-                    Some(g) if (g - want).abs() <= PROB_ABS => {}
+                    Some(g) if close(g, want, PROB_ABS) => {}
                     g => fail(format!(
                         "calibrate({x:?}): expected σ(f_scipy) = {want:?} (±{PROB_ABS:e}), got {g:?}"
                     )),
@@ -284,7 +281,7 @@ async fn check_param_case(ctx: &SessionContext, c: &ParamCase, fails: &mut Vec<S
     match query(ctx, &sql).await {
         Err(e) => fail(e),
         Ok(b) => match (f64s(&b, 0)[0], f64s(&b, 1)[0]) {
-            (Some(v), Some(l)) if rel_diff(l, v) <= RECOMPUTE_REL => {}
+            (Some(v), Some(l)) if close_rel(l, v, RECOMPUTE_REL) => {}
             (v, l) => fail(format!(
                 "loss field {l:?} vs the objective recomputed in SQL from calibrate() {v:?} \
                  (must agree to {RECOMPUTE_REL:e} relative): {sql}"
@@ -436,7 +433,7 @@ async fn check_curve_cases(method: &str) {
             Ok(got) => {
                 for (&(x, want), g) in c.points.iter().zip(got) {
                     match g {
-                        Some(g) if (g - want).abs() <= CURVE_ABS => {}
+                        Some(g) if close(g, want, CURVE_ABS) => {}
                         g => fail(format!("calibrate({x:?}): expected {want:?}, got {g:?}")),
                     }
                 }

@@ -7,6 +7,8 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig};
 
+use crate::support::close_mixed;
+
 const QUERY: &str = "SELECT g,
     ece(p, y) AS ece, ece(p, y, 10, 'quantile') AS ece_q, mce(p, y, 10, 'uniform', w) AS mce_w,
     logloss(p, y) AS ll, brier(p, y, w) AS brier, auc(p, y) AS auc,
@@ -83,10 +85,9 @@ fn assert_same(a: &[Vec<Option<f64>>], b: &[Vec<Option<f64>>], what: &str) {
         assert_eq!(ca.len(), cb.len(), "{what}");
         for (x, y) in ca.iter().zip(cb) {
             match (x, y) {
-                (Some(x), Some(y)) => assert!(
-                    (x - y).abs() <= 1e-12 * x.abs().max(y.abs()) + 1e-12,
-                    "{what}: {x} vs {y}"
-                ),
+                (Some(x), Some(y)) => {
+                    assert!(close_mixed(*x, *y, 1e-12, 1e-12), "{what}: {x} vs {y}")
+                }
                 (None, None) => {}
                 _ => panic!("{what}: {x:?} vs {y:?}"),
             }

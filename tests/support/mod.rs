@@ -136,6 +136,25 @@ pub fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
     }
 }
 
+/// The tests' one tolerance check: `|got - want| <= tol`. A NaN on either side fails it (a check
+/// written `if (got - want).abs() > tol { fail }` lets a NaN through, since every comparison
+/// with NaN is false); equal values pass, so an infinity matches itself. Write every tolerance
+/// comparison through this or [`close_rel`] / [`close_mixed`], never as a `> tol` failure test.
+pub fn close(got: f64, want: f64, tol: f64) -> bool {
+    got == want || (got - want).abs() <= tol
+}
+
+/// [`close`] relative to the reference: `|got - want| <= rel * |want|`.
+pub fn close_rel(got: f64, want: f64, rel: f64) -> bool {
+    close(got, want, rel * want.abs())
+}
+
+/// [`close`] with a mixed tolerance, symmetric in the two values:
+/// `|a - b| <= rel * max(|a|, |b|) + abs`.
+pub fn close_mixed(a: f64, b: f64, rel: f64, abs: f64) -> bool {
+    close(a, b, rel * a.abs().max(b.abs()) + abs)
+}
+
 /// Equal up to summation order. Metrics: 1e-12 relative, plus 1e-12 absolute because an
 /// IPS loss can be a near-zero mean of O(1) terms of both signs (cancellation). Models: the
 /// Newton iteration stops once the loss is within 1e-14 of its optimum, so a different
@@ -152,10 +171,7 @@ pub fn assert_close(what: &str, a: &ScalarValue, b: &ScalarValue) {
     for (x, y) in la.iter().zip(&lb) {
         match (x, y) {
             (None, None) => {}
-            (Some(x), Some(y)) => assert!(
-                x == y || (x - y).abs() <= rel * x.abs().max(y.abs()) + abs,
-                "{what}: {x} vs {y}"
-            ),
+            (Some(x), Some(y)) => assert!(close_mixed(*x, *y, rel, abs), "{what}: {x} vs {y}"),
             _ => panic!("{what}: {a:?} vs {b:?}"),
         }
     }
