@@ -30,6 +30,30 @@ use super::state::FitState;
 
 const ELBOW_ALPHA: f64 = 0.001;
 
+/// Running sums of the points' counts and positives, in score order: the sums over any run
+/// of consecutive points in O(1). A histogram's bins are such runs (the points are sorted),
+/// so fitting and scoring one costs O(bins · log points), not O(points).
+struct Prefix {
+    n: Vec<f64>,
+    t: Vec<f64>,
+}
+
+impl Prefix {
+    fn new(points: &[(f64, f64, f64)]) -> Self {
+        let (mut n, mut t) = (vec![0.0], vec![0.0]);
+        for &(_, pn, pt) in points {
+            n.push(n[n.len() - 1] + pn);
+            t.push(t[t.len() - 1] + pt);
+        }
+        Prefix { n, t }
+    }
+
+    /// (count, positives) of the points `start..end`.
+    fn sums(&self, start: usize, end: usize) -> (f64, f64) {
+        (self.n[end] - self.n[start], self.t[end] - self.t[start])
+    }
+}
+
 /// One equal-width histogram of netcal's BBQ.
 struct Histogram {
     edges: Vec<f64>,
@@ -37,21 +61,24 @@ struct Histogram {
 }
 
 impl Histogram {
-    fn fit(points: &[(f64, f64, f64)], bins: usize) -> Self {
+    /// Fitting: `clip(p, ε, 1−ε)` in bins closed on the left, `[e_k, e_{k+1})`.
+    fn fit(points: &[(f64, f64, f64)], prefix: &Prefix, bins: usize) -> Self {
         let step = 1.0 / bins as f64;
         let mut edges: Vec<f64> = (0..bins).map(|k| k as f64 * step).collect();
         edges.push(1.0);
-        let (mut n, mut t) = (vec![0.0; bins], vec![0.0; bins]);
-        for &(p, pn, pt) in points {
-            let x = p.clamp(f64::EPSILON, 1.0 - f64::EPSILON);
-            let k = (edges.partition_point(|&e| e <= x) - 1).min(bins - 1);
-            n[k] += pn;
-            t[k] += pt;
-        }
+        let clip = |p: f64| p.clamp(f64::EPSILON, 1.0 - f64::EPSILON);
+        let mut start = 0;
         let values = (0..bins)
             .map(|k| {
-                if n[k] > 0.0 {
-                    t[k] / n[k]
+                let end = if k + 1 == bins {
+                    points.len()
+                } else {
+                    points.partition_point(|pt| clip(pt.0) < edges[k + 1])
+                };
+                let (n, t) = prefix.sums(start, end);
+                start = end;
+                if n > 0.0 {
+                    t / n
                 } else {
                     0.5 * (edges[k] + edges[k + 1])
                 }
@@ -66,6 +93,29 @@ impl Histogram {
         let k = self.edges.partition_point(|&e| e < p).saturating_sub(1);
         self.values[k.min(bins - 1)].clamp(0.0, 1.0)
     }
+
+    /// The log-likelihood of the predictions on the fitted points, each log clamped at −100:
+    /// per bin of [`Histogram::predict`] (`(e_k, e_{k+1}]`), its positives and negatives
+    /// times the logs of its one prediction.
+    fn log_likelihood(&self, points: &[(f64, f64, f64)], prefix: &Prefix) -> f64 {
+        let bins = self.values.len();
+        let mut start = 0;
+        let mut ll = 0.0;
+        for k in 0..bins {
+            let end = if k + 1 == bins {
+                points.len()
+            } else {
+                points.partition_point(|pt| pt.0 <= self.edges[k + 1])
+            };
+            let (n, t) = prefix.sums(start, end);
+            start = end;
+            if n > 0.0 {
+                let est = self.values[k].clamp(0.0, 1.0);
+                ll += t * est.ln().max(-100.0) + (n - t) * (-est).ln_1p().max(-100.0);
+            }
+        }
+        ll
+    }
 }
 
 /// `fit_bbq` on a fit's state (scores already checked to lie in [0, 1]).
@@ -76,17 +126,11 @@ pub(super) fn fit_bbq(st: &FitState, m: &mut Model) {
     let min_bins = ((cube_root / 10.0).floor() as usize).max(1);
     let max_bins = ((rows / 5.0).ceil() as usize).min((cube_root * 10.0).ceil() as usize);
     let max_bins = max_bins.max(min_bins);
-    let clamp_log = |x: f64| x.ln().max(-100.0);
+    let prefix = Prefix::new(&points);
     let mut models: Vec<(Histogram, f64)> = (min_bins..=max_bins)
         .map(|bins| {
-            let h = Histogram::fit(&points, bins);
-            let ll: f64 = points
-                .iter()
-                .map(|&(p, n, t)| {
-                    let est = h.predict(p);
-                    t * clamp_log(est) + (n - t) * (-est).ln_1p().max(-100.0)
-                })
-                .sum();
+            let h = Histogram::fit(&points, &prefix, bins);
+            let ll = h.log_likelihood(&points, &prefix);
             let bic = -2.0 * ll + bins as f64 * rows.ln();
             (h, bic)
         })
