@@ -236,7 +236,7 @@ pub(crate) fn quantile_levels(m: usize) -> Vec<f64> {
 }
 
 /// The `k`-th smallest of the union of two sorted slices.
-fn kth_of_two(a: &[f64], b: &[f64], k: usize) -> f64 {
+pub(crate) fn kth_of_two(a: &[f64], b: &[f64], k: usize) -> f64 {
     // The number i of elements taken from `a` among the k+1 smallest.
     let (mut lo, mut hi) = ((k + 1).saturating_sub(b.len()), (k + 1).min(a.len()));
     while lo < hi {

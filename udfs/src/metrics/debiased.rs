@@ -12,7 +12,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
-use super::binning::merge_sorted;
+use super::binning::kth_of_two;
 use crate::common::{Arg, CallShape};
 use crate::kernel::kernel_udaf_common;
 use crate::values::{self, Rows, RowsKernel, ValueStore};
@@ -94,30 +94,62 @@ impl AggregateUDFImpl for EceDebiased {
     }
 }
 
-/// The debiased L2 calibration error of a group's rows; None without rows.
+/// The scores of both classes in ascending order, merged as they are read (no copy).
+fn merged<'a>(neg: &'a [f64], pos: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        if j >= pos.len() || (i < neg.len() && neg[i] <= pos[j]) {
+            i += 1;
+            neg.get(i - 1).copied()
+        } else {
+            j += 1;
+            Some(pos[j - 1])
+        }
+    })
+}
+
+/// The debiased L2 calibration error of a group's rows; None without rows. Reads the sorted
+/// classes where they lie: its memory is the rows the store holds (reported to the pool) and
+/// the bins' edges.
 fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
     let n = rows.len();
     if n == 0 {
         return None;
     }
     rows.sort();
-    // Every p in score order (both classes).
-    let x: Vec<f64> = merge_sorted(rows).into_iter().map(|r| r.0).collect();
-    let distinct: Vec<f64> = {
-        let mut d = x.clone();
-        d.dedup_by(|a, b| a == b);
-        d
-    };
-    let edges: Vec<f64> = if 4 * distinct.len() < n {
-        let mut e: Vec<f64> = distinct.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
+    let [neg, pos] = &rows.p;
+    let (neg, pos) = (neg.as_slice(), pos.as_slice());
+    let mut distinct = 0usize;
+    let mut last = f64::NAN;
+    for p in merged(neg, pos) {
+        if p != last {
+            distinct += 1;
+            last = p;
+        }
+    }
+    let edges: Vec<f64> = if 4 * distinct < n {
+        // Midpoints between consecutive distinct scores.
+        let mut e = Vec::with_capacity(distinct);
+        let mut previous: Option<f64> = None;
+        for p in merged(neg, pos) {
+            match previous {
+                Some(q) if q == p => {}
+                Some(q) => {
+                    e.push((q + p) / 2.0);
+                    previous = Some(p);
+                }
+                None => previous = Some(p),
+            }
+        }
         e.push(1.0);
         e
     } else {
         let k = BINS.min(n);
         let (q, r) = (n / k, n % k);
         let start = |i: usize| i * q + i.min(r);
+        let x = |i: usize| kth_of_two(neg, pos, i);
         let mut e: Vec<f64> = (1..k)
-            .map(|i| (x[start(i) - 1] + x[start(i)]) / 2.0)
+            .map(|i| (x(start(i) - 1) + x(start(i))) / 2.0)
             .collect();
         e.push(1.0);
         e.sort_by(f64::total_cmp);
@@ -127,7 +159,7 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
     // Per bin: count, Σp, Σy. A row goes to the number of edges strictly below its p.
     let mut bins = vec![(0.0f64, 0.0f64, 0.0f64); edges.len() + 1];
     let mut b = 0;
-    for &p in &x {
+    for p in merged(neg, pos) {
         while b < edges.len() && edges[b] < p {
             b += 1;
         }
@@ -136,7 +168,7 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
     }
     // Labels per bin: walk the positives alone.
     let mut b = 0;
-    for &p in &rows.p[1] {
+    for &p in pos {
         while b < edges.len() && edges[b] < p {
             b += 1;
         }
