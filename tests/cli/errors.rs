@@ -199,7 +199,7 @@ fn memory_limit_makes_a_big_sort_fail() {
 #[test]
 fn closed_stdout_exits_0_quietly() {
     let dir = TempDir::new().unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("calibsql"))
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("calibsql"))
         .current_dir(dir.path())
         .env("HOME", dir.path())
         .args(["-c", "SELECT * FROM generate_series(1, 10000000)"])
@@ -207,12 +207,24 @@ fn closed_stdout_exits_0_quietly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed if an assertion below fails before the child has exited.
+    struct KillOnDrop(Option<std::process::Child>);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if let Some(child) = self.0.as_mut() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+    let mut guard = KillOnDrop(Some(child));
+    let child = guard.0.as_mut().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 16];
     stdout.read_exact(&mut first).unwrap();
     assert!(first.starts_with(b"value\n1\n"));
     drop(stdout);
-    let output = child.wait_with_output().unwrap();
+    let output = guard.0.take().unwrap().wait_with_output().unwrap();
     assert_eq!(
         output.status.code(),
         Some(0),
