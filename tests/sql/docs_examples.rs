@@ -73,32 +73,120 @@ async fn every_documented_example_prints_its_table() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The `parameters` lists `SHOW FUNCTIONS` shows for `name` (one per listed signature).
+async fn listed_parameters(
+    ctx: &datafusion::prelude::SessionContext,
+    name: &str,
+) -> Vec<Vec<Option<String>>> {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{DataType, Field};
+    let df = ctx
+        .sql(&format!("SHOW FUNCTIONS LIKE '{name}'"))
+        .await
+        .unwrap();
+    let mut out = vec![];
+    for b in df.collect().await.unwrap() {
+        let names = b.column_by_name("function_name").unwrap();
+        let names = datafusion::arrow::compute::cast(names, &DataType::Utf8).unwrap();
+        let params = b.column_by_name("parameters").unwrap();
+        let list_type = DataType::List(std::sync::Arc::new(Field::new_list_field(
+            DataType::Utf8,
+            true,
+        )));
+        let params = datafusion::arrow::compute::cast(params, &list_type).unwrap();
+        let params = params.as_list::<i32>();
+        for i in 0..b.num_rows() {
+            // LIKE matches `ece_state` for 'ece' only with a wildcard; keep exact names.
+            if names.as_string::<i32>().value(i) != name || params.is_null(i) {
+                continue;
+            }
+            let v = params.value(i);
+            out.push(
+                v.as_string::<i32>()
+                    .iter()
+                    .map(|s| s.map(String::from))
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// `SHOW FUNCTIONS` lists every function with its parameters: for a function with parameter
+/// names, every listed signature's parameters are a prefix of them and the longest is all of
+/// them; for one without (`multi_field_rce`), they are its documented arguments.
 #[tokio::test]
 async fn show_functions_lists_every_function_with_parameters() {
     let ctx = calibsql::new_context();
-    for name in calibsql::udfs::all_aggregate_functions()
+    let aggregates = calibsql::udfs::all_aggregate_functions();
+    let scalars = calibsql::udfs::all_scalar_functions();
+    let functions: Vec<(String, Option<Vec<String>>, Vec<String>)> = aggregates
         .iter()
-        .map(|f| f.name().to_string())
-        .chain(
-            calibsql::udfs::all_scalar_functions()
-                .iter()
-                .map(|f| f.name().to_string()),
-        )
-    {
-        let df = ctx
-            .sql(&format!("SHOW FUNCTIONS LIKE '{name}'"))
-            .await
-            .unwrap();
-        let text = pretty_format_batches(&df.collect().await.unwrap())
-            .unwrap()
-            .to_string();
-        assert!(
-            text.contains(&name),
-            "SHOW FUNCTIONS misses {name}:\n{text}"
-        );
-        assert!(
-            text.contains("p") || text.contains("x") || text.contains("count"),
-            "SHOW FUNCTIONS shows no parameters for {name}:\n{text}"
-        );
+        .map(|f| {
+            (
+                f.name().to_string(),
+                f.signature().parameter_names.clone(),
+                f.documentation()
+                    .and_then(|d| d.arguments.clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect(),
+            )
+        })
+        .chain(scalars.iter().map(|f| {
+            (
+                f.name().to_string(),
+                f.signature().parameter_names.clone(),
+                f.documentation()
+                    .and_then(|d| d.arguments.clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect(),
+            )
+        }))
+        .collect();
+    let mut failures = vec![];
+    for (name, names, documented) in functions {
+        let listed = listed_parameters(&ctx, &name).await;
+        if listed.is_empty() {
+            failures.push(format!("SHOW FUNCTIONS lists no signature of {name}"));
+            continue;
+        }
+        match names {
+            Some(names) => {
+                for row in &listed {
+                    let prefix = row.len() <= names.len()
+                        && row.iter().zip(&names).all(|(a, b)| a.as_deref() == Some(b));
+                    if !prefix {
+                        failures.push(format!(
+                            "{name}: SHOW FUNCTIONS lists parameters {row:?}, not a prefix of {names:?}"
+                        ));
+                    }
+                }
+                if !listed.iter().any(|row| row.len() == names.len()) {
+                    failures.push(format!(
+                        "{name}: SHOW FUNCTIONS never lists all of {names:?}: {listed:?}"
+                    ));
+                }
+            }
+            None => {
+                let known = |p: &Option<String>| match p {
+                    Some(p) => documented.contains(p),
+                    None => true,
+                };
+                if documented.is_empty()
+                    || listed
+                        .iter()
+                        .any(|row| row.is_empty() || !row.iter().all(known))
+                {
+                    failures.push(format!(
+                        "{name}: SHOW FUNCTIONS lists {listed:?}, documented arguments {documented:?}"
+                    ));
+                }
+            }
+        }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

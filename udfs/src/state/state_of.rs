@@ -18,7 +18,7 @@ impl StateOf {
         let f = inner.name().to_string();
         let name = format!("{f}_state");
         let usage = inner.call_shape().usage().replacen(&f, &name, 1);
-        let doc = Documentation::builder(
+        let mut doc = Documentation::builder(
             section(),
             format!(
                 "The partial state of `{f}` as one storable value: a struct `{{format, function, params, \
@@ -41,8 +41,17 @@ rows. Same arguments as `{f}`."
             dash = "-".repeat(f.len().max(8) + 2),
             pad = " ".repeat(f.len().max(8) - 8),
             fpad = " ".repeat(f.len().max(8) - f.len()),
-        ))
-        .build();
+        ));
+        // `F`'s arguments: `SHOW FUNCTIONS` and `information_schema` name the parameters
+        // after the documented arguments (without them they listed NULL names).
+        for (arg, text) in inner
+            .documentation()
+            .and_then(|d| d.arguments.clone())
+            .unwrap_or_default()
+        {
+            doc = doc.with_argument(arg, text);
+        }
+        let doc = doc.build();
         Self {
             signature: inner.signature().clone(),
             inner,
