@@ -1,7 +1,8 @@
 //! Named arguments (`ece(p, y, w => weight)`): every calibsql function takes its optional
 //! arguments by name, a named argument may skip optional ones (they take their defaults, see
 //! `calibsql::named_args`), and every default there means the same as leaving the argument
-//! out. These compare calibsql with itself (two spellings of one call), so they prove the
+//! out — checked for every optional argument of every registered function, so a new one
+//! cannot be missed. These compare calibsql with itself (two spellings of one call), so they prove the
 //! spellings agree, not that the values are right — the slt files check the values.
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -15,40 +16,78 @@ async fn run(ctx: &SessionContext, sql: &str) -> Result<String, String> {
 
 async fn context() -> SessionContext {
     let ctx = calibsql::new_context();
-    calibsql::sql(
-        &ctx,
-        "CREATE TABLE t(p DOUBLE, y INT, w DOUBLE, f VARCHAR, q DOUBLE, s DOUBLE, n DOUBLE) AS VALUES \
+    for sql in [
+        "CREATE TABLE t0(p DOUBLE, y INT, w DOUBLE, f VARCHAR, q DOUBLE, s DOUBLE, n DOUBLE) AS VALUES \
          (0.1, 0, 1.0, 'a', 0.5, -2.0, 10), (0.3, 1, 2.0, 'b', 0.2, -0.5, 20), \
          (0.3, 0, 0.5, 'a', 0.9, -0.5, 30), (0.6, 1, 1.5, 'b', 1.0, 0.4, 40), \
          (0.8, 1, 1.0, 'c', 0.3, 1.4, 50), (0.9, 0, 3.0, 'a', 0.6, 2.2, 60), \
          (1.0, 1, 1.0, 'c', 0.7, 3.0, 70), (0.45, 0, 2.5, 'b', 0.1, 0.0, 80)",
-    )
-    .await
-    .unwrap()
-    .collect()
-    .await
-    .unwrap();
+        // m: a field-aware model, for calibrate's optional field.
+        "CREATE TABLE t AS SELECT *, (SELECT fit_field_calib(s, y, f, 3) FROM t0) AS m FROM t0",
+    ] {
+        calibsql::sql(&ctx, sql)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
     ctx
 }
 
-/// The column (or constant) each parameter name reads in the test table.
+/// The column (or constant) each parameter name reads in the test table: the required
+/// arguments, and a value for the optional ones without a default.
 fn column(param: &str) -> Option<&'static str> {
     Some(match param {
         "p" | "p_hat" => "p",
         "y" => "y",
         "w" => "w",
-        "field" => "f",
+        "field" | "key" => "f",
         "propensity" => "q",
-        "score" => "s",
+        "score" | "logit" => "s",
         "pos_rate" => "0.4",
         "n" | "count" => "n",
         "max_count" => "80",
         "x" => "s",
         "z" => "1.96",
+        "model" => "m",
+        "sigma" => "0.05",
         _ => return None,
     })
 }
 
+/// Functions whose optional arguments have no names: `multi_field_rce` (a variable number of
+/// fields before `eps`), checked here by position instead: (leaving eps out, giving the default).
+const NOT_NAMED: &[(&str, &str, &str)] = &[(
+    "multi_field_rce",
+    "multi_field_rce(p, y, f, y)",
+    "multi_field_rce(p, y, f, y, 0.01)",
+)];
+
+/// Functions whose call with the defaults is an error by design, and the error: every spelling
+/// must give that same error. (`ace` bins by 'quantile' by default, whose state is not bounded.)
+const FAIL_BY_DESIGN: &[(&str, &str)] = &[(
+    "ace_state",
+    "ace_state: strategy 'quantile' keeps every row, so its state is not bounded",
+)];
+
+/// The number of required arguments: those before the first `[` of the documented syntax
+/// (`ece(p, y [, n_bins …])`: 2).
+fn required_count(name: &str, syntax: &str) -> usize {
+    let inside = syntax
+        .strip_prefix(&format!("{name}("))
+        .unwrap_or_else(|| panic!("{name}: its syntax is {syntax}"));
+    let head = inside.split('[').next().unwrap_or(inside);
+    head.trim_end_matches(')')
+        .split(',')
+        .filter(|a| !a.trim().is_empty())
+        .count()
+}
+
+/// For every optional argument of every function: naming it gives what the positional call
+/// gives, and naming its default gives what leaving it out gives. A function whose optional
+/// arguments get no case — its required arguments have no column here, its call errors, it
+/// has no parameter names — fails the test instead of being skipped.
 #[tokio::test]
 async fn every_default_means_leaving_the_argument_out() {
     let ctx = context().await;
@@ -56,50 +95,121 @@ async fn every_default_means_leaving_the_argument_out() {
     let scalars = calibsql::udfs::all_scalar_functions();
     let functions = aggregates
         .iter()
-        .map(|f| (f.name().to_string(), f.signature().parameter_names.clone()))
-        .chain(
-            scalars
-                .iter()
-                .map(|f| (f.name().to_string(), f.signature().parameter_names.clone())),
-        );
+        .map(|f| {
+            (
+                f.name().to_string(),
+                f.signature().parameter_names.clone(),
+                f.documentation().map(|d| d.syntax_example.clone()),
+            )
+        })
+        .chain(scalars.iter().map(|f| {
+            (
+                f.name().to_string(),
+                f.signature().parameter_names.clone(),
+                f.documentation().map(|d| d.syntax_example.clone()),
+            )
+        }));
+    let mut failures = vec![];
     let mut checked = 0;
-    for (name, params) in functions {
+    let mut not_named_seen = vec![];
+    for (name, params, syntax) in functions {
+        let syntax = syntax.unwrap_or_default();
         let Some(params) = params else {
+            match NOT_NAMED.iter().find(|(n, _, _)| *n == name) {
+                Some((_, left_out, default)) => {
+                    not_named_seen.push(name.clone());
+                    let a = run(&ctx, &format!("SELECT {left_out} AS v FROM t")).await;
+                    let b = run(&ctx, &format!("SELECT {default} AS v FROM t")).await;
+                    match (a, b) {
+                        (Ok(a), Ok(b)) if a == b => checked += 1,
+                        (a, b) => failures.push(format!("{left_out}: {a:?}\n{default}: {b:?}")),
+                    }
+                }
+                None if syntax.contains('[') => failures.push(format!(
+                    "{name} has optional arguments ({syntax}) but no parameter names"
+                )),
+                None => {}
+            }
             continue;
         };
-        // The required prefix: the parameters the test table can fill.
-        let required: Vec<&str> = params
-            .iter()
-            .take_while(|p| calibsql::udfs::argument_default(&name, p).is_none())
-            .map(|p| p.as_str())
-            .collect();
-        let Some(args) = required
+        let required = required_count(&name, &syntax);
+        if required == params.len() {
+            continue; // no optional argument
+        }
+        let Some(args) = params[..required]
             .iter()
             .map(|p| column(p))
             .collect::<Option<Vec<_>>>()
         else {
+            failures.push(format!(
+                "{name}: no column for its required arguments {:?}",
+                &params[..required]
+            ));
             continue;
         };
-        let base = format!("SELECT {name}({}) AS v FROM t", args.join(", "));
-        let Ok(expected) = run(&ctx, &base).await else {
-            continue;
-        };
-        for p in &params[required.len()..] {
-            let Some(default) = calibsql::udfs::argument_default(&name, p) else {
+        let by_design = FAIL_BY_DESIGN.iter().find(|(n, _)| *n == name);
+        let call = |list: &[String]| format!("SELECT {name}({}) AS v FROM t", list.join(", "));
+        for i in required..params.len() {
+            // Earlier optional arguments: positionally their default (or the test value of
+            // one without a default); by name only those without a default, which a named
+            // call cannot leave out.
+            let mut positional: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let mut named = positional.clone();
+            let mut left_out = positional.clone();
+            for p in &params[required..i] {
+                match calibsql::udfs::argument_default(&name, p) {
+                    Some(d) => positional.push(d.to_string()),
+                    None => {
+                        let v = column(p).unwrap_or("NULL");
+                        positional.push(v.to_string());
+                        named.push(format!("{p} => {v}"));
+                        left_out = positional.clone();
+                    }
+                }
+            }
+            let p = &params[i];
+            let default = calibsql::udfs::argument_default(&name, p);
+            let Some(value) = default.or_else(|| column(p)) else {
+                failures.push(format!("{name}: no value for its optional argument {p}"));
                 continue;
             };
-            let named = format!(
-                "SELECT {name}({}, {p} => {default}) AS v FROM t",
-                args.join(", ")
-            );
-            let got = run(&ctx, &named)
-                .await
-                .unwrap_or_else(|e| panic!("{named}: {e}"));
-            assert_eq!(got, expected, "{named} differs from {base}");
-            checked += 1;
+            positional.push(value.to_string());
+            named.push(format!("{p} => {value}"));
+            let mut spellings = vec![call(&named), call(&positional)];
+            if default.is_some() {
+                spellings.push(call(&left_out));
+            }
+            let mut results = vec![];
+            for sql in &spellings {
+                results.push(run(&ctx, sql).await);
+            }
+            let agree = results.iter().all(|r| *r == results[0]);
+            let ok = match (by_design, &results[0]) {
+                (None, Ok(_)) => agree,
+                (Some((_, want)), Err(e)) => agree && e.contains(want),
+                _ => false,
+            };
+            if ok {
+                checked += 1;
+            } else {
+                let shown: Vec<String> = spellings
+                    .iter()
+                    .zip(&results)
+                    .map(|(sql, r)| format!("  {sql}\n    {r:?}"))
+                    .collect();
+                failures.push(format!("{name}, argument {p}:\n{}", shown.join("\n")));
+            }
         }
     }
-    assert!(checked >= 20, "only {checked} defaults checked");
+    for (name, _, _) in NOT_NAMED {
+        if !not_named_seen.iter().any(|n| n == name) {
+            failures.push(format!(
+                "{name} is in NOT_NAMED but has parameter names or is gone"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 100, "only {checked} arguments checked");
 }
 
 #[tokio::test]

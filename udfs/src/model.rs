@@ -576,16 +576,22 @@ impl Default for Calibrate {
 
 impl Calibrate {
     pub fn new() -> Self {
-        Self {
-            signature: Signature::one_of(
-                vec![
-                    TypeSignature::UserDefined,
-                    TypeSignature::Exact(vec![DataType::Float64, model_type()]),
-                    TypeSignature::Exact(vec![DataType::Float64, model_type(), DataType::Utf8]),
-                ],
-                Volatility::Immutable,
-            ),
-        }
+        let mut signature = Signature::one_of(
+            vec![
+                TypeSignature::UserDefined,
+                TypeSignature::Exact(vec![DataType::Float64, model_type()]),
+                TypeSignature::Exact(vec![DataType::Float64, model_type(), DataType::Utf8]),
+            ],
+            Volatility::Immutable,
+        );
+        // Named arguments, as every other function takes them (`calibrate(s, m, field =>
+        // site)`). Set directly: `with_parameter_names` refuses a variable arity.
+        signature.parameter_names = Some(vec![
+            "score".to_string(),
+            "model".to_string(),
+            "field".to_string(),
+        ]);
+        Self { signature }
     }
 }
 
