@@ -33,7 +33,15 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
     let (s_min, s_max) = (st.s_min, st.s_max);
     match method {
         FitMethod::Platt | FitMethod::Gaussian => {
-            let (mu, sd) = moments(&raw);
+            // One distinct score: its moments are (s, 0) exactly. Computed, the mean may miss s
+            // by an ulp and the standard deviation come out ~1e-17 instead of 0; the scores
+            // would then standardise to O(1) noise, and dividing the slope back by that sd
+            // gave parameters of 1e38 (a probability of 0.5 for rows whose IPS rate is 4/3).
+            let (mu, sd) = if s_min == s_max {
+                (s_min, 0.0)
+            } else {
+                moments(&raw)
+            };
             let sd = if sd > 0.0 && sd.is_finite() { sd } else { 1.0 };
             let u = |s: f64| (s - mu) / sd;
             let (u_min, u_max) = (u(s_min), u(s_max));
