@@ -171,6 +171,98 @@ pub enum Command {
     /// It asks the scheduler for tasks and serves their results to other executors and to
     /// clients on --bind. Needs --features distributed.
     Executor(ExecutorArgs),
+    /// Serve calibsql over the Postgres wire protocol (psql, psycopg, JDBC, BI tools)
+    ///
+    /// Clients log in with SCRAM-SHA-256 as a user of --users (make its lines with `calibsql
+    /// hash-password`) to the database `calibsql`, and run read-only queries over the
+    /// --tables unless --allow-writes / --allow-path say otherwise. Each connection has its
+    /// own session. Needs --features serve (part of --features distributed).
+    #[command(after_help = SERVE_AFTER_HELP)]
+    Serve(Box<ServeArgs>),
+    /// Read a password on standard input and print its SCRAM-SHA-256 verifier, a line of a
+    /// `calibsql serve --users` file once prefixed with `NAME:`
+    ///
+    /// The verifier is in PostgreSQL's format (what pg_authid.rolpassword holds), so a
+    /// verifier made by PostgreSQL works too. The first line of standard input is the
+    /// password (its line ending removed).
+    HashPassword,
+}
+
+const SERVE_AFTER_HELP: &str = "\
+Example:
+  printf '%s' \"$PASSWORD\" | calibsql hash-password | sed 's/^/analyst:/' > users && chmod 600 users
+  calibsql serve --users users --table clicks=logs/ --tls-cert server.crt --tls-key server.key
+  psql 'host=127.0.0.1 port=5432 dbname=calibsql user=analyst sslmode=require'
+
+What a client may do (README \"Connect your tools\"):
+  By default: queries (SELECT, EXPLAIN, SHOW, SET, views of its own session) over the
+  --tables. Refused: reading a file by its path (SELECT * FROM 'x.csv'), CREATE EXTERNAL
+  TABLE, COPY … TO, INSERT and other DDL. --allow-path PREFIX lets clients read files under
+  PREFIX (paths or s3://bucket/prefix/); --allow-writes lets them run DDL, DML and COPY TO,
+  whose files must also be under an --allow-path prefix.";
+
+/// `calibsql serve`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (0.0.0.0:PORT accepts other machines; port 0 picks a free port)
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:5432")]
+    pub bind: std::net::SocketAddr,
+
+    /// The users who may log in: one `NAME:VERIFIER` a line, the verifier from `calibsql
+    /// hash-password` or PostgreSQL's pg_authid.rolpassword; the file must not be readable
+    /// by group or others
+    #[arg(long, value_name = "FILE")]
+    pub users: PathBuf,
+
+    /// Register a file, directory or glob as a table clients can query; repeatable
+    #[arg(short = 't', long = "table", value_name = "NAME=PATH", value_parser = parse_table_arg)]
+    pub tables: Vec<TableArg>,
+
+    /// Format of the --table files, instead of guessing from their extensions
+    #[arg(long, value_name = "FORMAT", value_parser = parse_table_format)]
+    pub table_format: Option<TableFormat>,
+
+    /// TLS certificate chain (PEM); with --tls-key, clients may connect with TLS
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM, PKCS#8, PKCS#1 or SEC1)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Refuse connections without TLS
+    #[arg(long, requires = "tls_cert")]
+    pub require_tls: bool,
+
+    /// Connections at once; one more is refused with "too many clients"
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = parse_positive)]
+    pub max_connections: usize,
+
+    /// Seconds a statement may run before it is cancelled (0: no limit)
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub query_timeout: u64,
+
+    /// Memory all queries of the server share, e.g. 4G (K, M, G, T: powers of 1024); a query
+    /// that needs more than what is left spills to disk or fails
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
+    pub memory_limit: Option<usize>,
+
+    /// Let clients run DDL, DML and COPY … TO (files written must be under --allow-path)
+    #[arg(long)]
+    pub allow_writes: bool,
+
+    /// Let clients read (and, with --allow-writes, write) files under this path or
+    /// s3://bucket/prefix; repeatable
+    #[arg(long, value_name = "PREFIX")]
+    pub allow_path: Vec<String>,
+
+    /// Run the clients' queries on the Apache Ballista cluster whose scheduler is at
+    /// df://HOST:PORT (needs --features distributed)
+    #[arg(long, value_name = "URL", value_parser = parse_remote)]
+    pub remote: Option<String>,
+
+    #[command(flatten)]
+    pub s3: S3Args,
 }
 
 /// `calibsql scheduler`.

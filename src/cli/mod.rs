@@ -10,6 +10,8 @@ mod output;
 mod plot;
 mod progress;
 mod repl;
+#[cfg(feature = "serve")]
+mod serve;
 mod session;
 
 use std::io::{self, Read, Write};
@@ -138,6 +140,17 @@ async fn run_tool(options: &Options, command: &args::Command) -> anyhow::Result<
         args::Command::Plot(args::PlotCommand::Metric(args)) => plot::metric(args, options).await,
         args::Command::Scheduler(args) => cluster::scheduler(args).await,
         args::Command::Executor(args) => cluster::executor(args).await,
+        #[cfg(feature = "serve")]
+        args::Command::Serve(args) => serve::run(args).await,
+        #[cfg(feature = "serve")]
+        args::Command::HashPassword => serve::hash_password(),
+        #[cfg(not(feature = "serve"))]
+        args::Command::Serve(_) | args::Command::HashPassword => Err(options::UsageError(
+            "this calibsql was built without the Postgres server; build it with `cargo \
+             install --path . --features serve` (README \"Connect your tools\")"
+                .to_string(),
+        )
+        .into()),
     }
 }
 

@@ -214,7 +214,7 @@ impl Printer {
 /// The batch with each nested column (a struct such as a fitted model, a list, a map)
 /// replaced by its values as JSON text, which CSV cannot hold otherwise: `{"method":"platt",
 /// "a":1.2,…}` in one quoted cell, NULL left an empty cell. Other columns are unchanged.
-fn nested_as_json(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn nested_as_json(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     if !batch.columns().iter().any(|c| c.data_type().is_nested()) {
         return Ok(batch.clone());
     }

@@ -1,0 +1,1122 @@
+//! One client connection: login (SCRAM-SHA-256 against `--users`), then its own session,
+//! whose statements run through calibsql's planning (named arguments), the policy, the
+//! query timeout and cancellation.
+//!
+//! pgwire runs the protocol; datafusion-postgres parses Postgres SQL, answers the catalog
+//! queries of clients (`pg_catalog`), `SET`/`SHOW` of Postgres settings, transactions and
+//! cursors, and decodes bound parameters. Every other statement is run here ([`Exec`]).
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::{DataFusionError, ParamValues};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{Set, Statement};
+use datafusion_postgres::arrow_pg::datatypes::{encode_recordbatch, field_into_pg_type};
+use datafusion_postgres::datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion_postgres::hooks::cursor::CursorStatementHook;
+use datafusion_postgres::hooks::set_show::SetShowHook;
+use datafusion_postgres::hooks::transactions::TransactionStatementHook;
+use datafusion_postgres::hooks::HookClient;
+use datafusion_postgres::pgwire;
+use datafusion_postgres::{DfSessionService, Parser, QueryHook};
+use futures::{Sink, SinkExt, StreamExt};
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
+    DefaultServerParameterProvider, StartupHandler,
+};
+use pgwire::api::cancel::CancelHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, PgWireConnectionState, PgWireServerHandlers,
+    PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::startup::Authentication;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::types::format::FormatOptions;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::log;
+use super::policy::refusal;
+use super::scram::{self, Verifier};
+use super::sessions::{Sessions, DATABASE};
+use super::users::Users;
+
+/// The statement type datafusion-postgres keeps in portals.
+type DfStatementPortal = (String, Option<(Statement, LogicalPlan)>);
+
+/// Where the client's `statement_timeout` is kept (datafusion-postgres' `SET` hook).
+const STATEMENT_TIMEOUT_KEY: &str = "statement_timeout_ms";
+
+/// A connection's process id and secret key, what a cancel request names.
+type CancelKey = (i32, Vec<u8>);
+
+/// What all connections share.
+pub struct Server {
+    pub sessions: Sessions,
+    pub users: Users,
+    pub require_tls: bool,
+    pub read_only: bool,
+    /// `--query-timeout` (`None`: no limit).
+    pub query_timeout: Option<Duration>,
+    /// Salts of the users who do not exist (a login as one fails like a wrong password).
+    pub mock_secret: [u8; 32],
+    pids: RandomPidSecretKeyGenerator,
+    /// Cancel keys of the connections logged in.
+    cancels: Mutex<HashMap<CancelKey, Weak<QueryControl>>>,
+}
+
+impl Server {
+    pub fn new(
+        sessions: Sessions,
+        users: Users,
+        require_tls: bool,
+        read_only: bool,
+        query_timeout: Option<Duration>,
+    ) -> anyhow::Result<Server> {
+        let nonce = scram::random_nonce().map_err(anyhow::Error::msg)?;
+        let mock_secret = ring::digest::digest(&ring::digest::SHA256, nonce.as_bytes());
+        Ok(Server {
+            sessions,
+            users,
+            require_tls,
+            read_only,
+            query_timeout,
+            mock_secret: mock_secret.as_ref().try_into().expect("32 bytes"),
+            pids: RandomPidSecretKeyGenerator::default(),
+            cancels: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// The cancellation of a connection's running statement (a Postgres cancel request).
+#[derive(Default)]
+pub struct QueryControl {
+    current: Mutex<Option<Arc<QueryToken>>>,
+}
+
+#[derive(Default)]
+struct QueryToken {
+    cancelled: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl QueryToken {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl QueryControl {
+    /// A token for a statement that starts now (a cancel request before it has no effect).
+    fn start(&self) -> Arc<QueryToken> {
+        let token = Arc::new(QueryToken::default());
+        *self.current.lock().unwrap() = Some(Arc::clone(&token));
+        token
+    }
+
+    fn cancel(&self) {
+        if let Some(token) = self.current.lock().unwrap().take() {
+            token
+                .cancelled
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            token.notify.notify_waiters();
+        }
+    }
+}
+
+/// A connection's handlers (pgwire asks for them once per connection).
+pub struct Connection {
+    inner: Arc<ConnectionInner>,
+}
+
+impl Connection {
+    /// A connection that may log in, holding one of the `--max-connections` permits.
+    pub fn new(server: Arc<Server>, permit: OwnedSemaphorePermit) -> Connection {
+        Connection::with(server, Some(permit))
+    }
+
+    /// A connection over `--max-connections`: its startup is answered with "too many
+    /// clients" (a cancel request on it still works).
+    pub fn refused(server: Arc<Server>) -> Connection {
+        Connection::with(server, None)
+    }
+
+    fn with(server: Arc<Server>, permit: Option<OwnedSemaphorePermit>) -> Connection {
+        Connection {
+            inner: Arc::new(ConnectionInner {
+                server,
+                permit,
+                auth: tokio::sync::Mutex::new(Login::Initial),
+                session: OnceLock::new(),
+                control: Arc::new(QueryControl::default()),
+                cancel_key: Mutex::new(None),
+            }),
+        }
+    }
+}
+
+impl PgWireServerHandlers for Connection {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.inner)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.inner)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.inner)
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::clone(&self.inner)
+    }
+}
+
+/// Where a login is.
+enum Login {
+    Initial,
+    /// The server offered SCRAM-SHA-256 to `user`.
+    Offered {
+        user: String,
+        verifier: Verifier,
+        known: bool,
+    },
+    /// The server answered the client's first message.
+    Challenged {
+        user: String,
+        verifier: Verifier,
+        known: bool,
+        first: scram::ServerFirst,
+    },
+    Done,
+}
+
+/// A logged-in connection's session.
+struct Session {
+    ctx: Arc<SessionContext>,
+    service: Arc<DfSessionService>,
+    parser: Arc<CalibsqlParser>,
+    exec: Arc<Exec>,
+}
+
+pub struct ConnectionInner {
+    server: Arc<Server>,
+    /// `None` for a connection over `--max-connections`.
+    permit: Option<OwnedSemaphorePermit>,
+    auth: tokio::sync::Mutex<Login>,
+    session: OnceLock<Session>,
+    control: Arc<QueryControl>,
+    cancel_key: Mutex<Option<CancelKey>>,
+}
+
+impl Drop for ConnectionInner {
+    fn drop(&mut self) {
+        if let Some(key) = self.cancel_key.lock().unwrap().take() {
+            self.server.cancels.lock().unwrap().remove(&key);
+        }
+    }
+}
+
+fn fatal(code: &str, message: impl Into<String>) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".to_string(),
+        code.to_string(),
+        message.into(),
+    )))
+}
+
+fn error(code: &str, message: impl Into<String>) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".to_string(),
+        code.to_string(),
+        message.into(),
+    )))
+}
+
+/// A DataFusion error as Postgres reports one (SQLSTATE by kind).
+fn from_datafusion(e: DataFusionError) -> PgWireError {
+    if let Some(refused) = refusal(&e) {
+        return error("42501", refused.0.clone());
+    }
+    let code = match e.find_root() {
+        DataFusionError::SQL(..) => "42601",
+        DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => "42000",
+        DataFusionError::ResourcesExhausted(_) => "53200",
+        DataFusionError::NotImplemented(_) => "0A000",
+        DataFusionError::Execution(_) => "22000",
+        _ => "XX000",
+    };
+    error(code, calibsql::errors::datafusion_message(&e))
+}
+
+fn cancelled() -> PgWireError {
+    error("57014", "canceling statement due to user request")
+}
+
+fn timed_out(limit: Duration) -> PgWireError {
+    error(
+        "57014",
+        format!(
+            "canceling statement due to statement timeout ({} s)",
+            limit.as_secs_f64()
+        ),
+    )
+}
+
+impl ConnectionInner {
+    fn session(&self) -> PgWireResult<&Session> {
+        self.session
+            .get()
+            .ok_or_else(|| fatal("28000", "not logged in"))
+    }
+
+    fn peer<C: ClientInfo>(client: &C) -> String {
+        client.socket_addr().to_string()
+    }
+
+    /// Builds the session of a user who just logged in.
+    fn open_session(&self) -> anyhow::Result<()> {
+        let ctx = Arc::new(self.server.sessions.connect()?);
+        let exec = Arc::new(Exec {
+            server: Arc::clone(&self.server),
+            control: Arc::clone(&self.control),
+        });
+        let hooks: Vec<Arc<dyn QueryHook>> = vec![
+            Arc::new(Pre(Arc::clone(&exec))),
+            Arc::new(TransactionStatementHook),
+            Arc::new(CursorStatementHook),
+            Arc::new(SetShowHook),
+            Arc::clone(&exec) as Arc<dyn QueryHook>,
+        ];
+        let service = Arc::new(DfSessionService::new_with_hooks(Arc::clone(&ctx), hooks));
+        let parser = Arc::new(CalibsqlParser {
+            inner: service.query_parser(),
+        });
+        let _ = self.session.set(Session {
+            ctx,
+            service,
+            parser,
+            exec,
+        });
+        Ok(())
+    }
+
+    async fn refuse_login<C: ClientInfo>(
+        &self,
+        client: &C,
+        user: &str,
+        reason: &str,
+    ) -> PgWireError {
+        log(&format!(
+            "login refused for user \"{user}\" from {}: {reason}",
+            Self::peer(client)
+        ));
+        *self.auth.lock().await = Login::Done;
+        fatal(
+            "28P01",
+            format!("password authentication failed for user \"{user}\""),
+        )
+    }
+}
+
+#[async_trait]
+impl StartupHandler for ConnectionInner {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match message {
+            PgWireFrontendMessage::Startup(startup) => {
+                if self.permit.is_none() {
+                    log(&format!(
+                        "connection from {} refused: too many connections (--max-connections)",
+                        Self::peer(client)
+                    ));
+                    return Err(fatal("53300", "sorry, too many clients already"));
+                }
+                protocol_negotiation(client, &startup).await?;
+                save_startup_parameters_to_metadata(client, &startup);
+                if self.server.require_tls && !client.is_secure() {
+                    log(&format!(
+                        "connection from {} refused: no TLS (--require-tls)",
+                        Self::peer(client)
+                    ));
+                    return Err(fatal(
+                        "28000",
+                        "this server accepts TLS connections only (connect with sslmode=require)",
+                    ));
+                }
+                let metadata = client.metadata();
+                let Some(user) = metadata.get("user").cloned() else {
+                    return Err(fatal("28000", "no user name given"));
+                };
+                let database = metadata.get("database").cloned().unwrap_or(user.clone());
+                if database != DATABASE {
+                    return Err(fatal(
+                        "3D000",
+                        format!("database \"{database}\" does not exist (connect to {DATABASE})"),
+                    ));
+                }
+                let (verifier, known) = match self.server.users.get(&user) {
+                    Some(verifier) => (verifier.clone(), true),
+                    None => (scram::mock_verifier(&user, &self.server.mock_secret), false),
+                };
+                *self.auth.lock().await = Login::Offered {
+                    user,
+                    verifier,
+                    known,
+                };
+                client.set_state(PgWireConnectionState::AuthenticationInProgress);
+                client
+                    .send(PgWireBackendMessage::Authentication(Authentication::SASL(
+                        vec!["SCRAM-SHA-256".to_string()],
+                    )))
+                    .await?;
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(message) => {
+                let mut auth = self.auth.lock().await;
+                match std::mem::replace(&mut *auth, Login::Done) {
+                    Login::Offered {
+                        user,
+                        verifier,
+                        known,
+                    } => {
+                        drop(auth);
+                        let initial = message.into_sasl_initial_response()?;
+                        if initial.auth_method != "SCRAM-SHA-256" {
+                            return Err(self
+                                .refuse_login(client, &user, "not SCRAM-SHA-256")
+                                .await);
+                        }
+                        let data = initial.data.unwrap_or_default();
+                        let text = String::from_utf8_lossy(&data);
+                        let nonce = scram::random_nonce().map_err(|e| fatal("XX000", e))?;
+                        let first = match scram::server_first(&text, &verifier, &nonce) {
+                            Ok(first) => first,
+                            Err(e) => {
+                                return Err(self.refuse_login(client, &user, &e.to_string()).await)
+                            }
+                        };
+                        client
+                            .send(PgWireBackendMessage::Authentication(
+                                Authentication::SASLContinue(first.message.clone().into()),
+                            ))
+                            .await?;
+                        *self.auth.lock().await = Login::Challenged {
+                            user,
+                            verifier,
+                            known,
+                            first,
+                        };
+                    }
+                    Login::Challenged {
+                        user,
+                        verifier,
+                        known,
+                        first,
+                    } => {
+                        drop(auth);
+                        let response = message.into_sasl_response()?;
+                        let text = String::from_utf8_lossy(&response.data);
+                        let last = match first.server_final(&text, &verifier) {
+                            Ok(_) if !known => {
+                                return Err(self.refuse_login(client, &user, "unknown user").await)
+                            }
+                            Ok(last) => last,
+                            Err(e) => {
+                                let reason = if known {
+                                    e.to_string()
+                                } else {
+                                    "unknown user".to_string()
+                                };
+                                return Err(self.refuse_login(client, &user, &reason).await);
+                            }
+                        };
+                        if let Err(e) = self.open_session() {
+                            log(&format!("cannot open a session for {user}: {e:#}"));
+                            return Err(fatal("XX000", format!("cannot open a session: {e:#}")));
+                        }
+                        client
+                            .send(PgWireBackendMessage::Authentication(
+                                Authentication::SASLFinal(last.into()),
+                            ))
+                            .await?;
+                        let (pid, secret) = self.server.pids.generate(client);
+                        client.set_pid_and_secret_key(pid, secret.clone());
+                        let key = (pid, secret.to_bytes().to_vec());
+                        self.server
+                            .cancels
+                            .lock()
+                            .unwrap()
+                            .insert(key.clone(), Arc::downgrade(&self.control));
+                        *self.cancel_key.lock().unwrap() = Some(key);
+                        let mut parameters = DefaultServerParameterProvider::default();
+                        parameters.is_superuser = false;
+                        parameters.default_transaction_read_only = self.server.read_only;
+                        finish_authentication(client, &parameters).await?;
+                    }
+                    Login::Initial | Login::Done => {
+                        return Err(fatal("08P01", "unexpected authentication message"));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl CancelHandler for ConnectionInner {
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let key = (request.pid, request.secret_key.to_bytes().to_vec());
+        let control = self.server.cancels.lock().unwrap().get(&key).cloned();
+        if let Some(control) = control.and_then(|c| c.upgrade()) {
+            control.cancel();
+        }
+    }
+}
+
+/// The result format the client asked for, for [`Exec`] (datafusion-postgres' hooks do not
+/// see the portal).
+struct ResultFormat(Format);
+
+#[async_trait]
+impl SimpleQueryHandler for ConnectionInner {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let session = self.session()?;
+        client
+            .session_extensions()
+            .insert(ResultFormat(Format::UnifiedText));
+        // Statements of DataFusion's own syntax that Postgres' does not have (COPY … TO
+        // 'file' STORED AS …, CREATE EXTERNAL TABLE): run through calibsql's parser.
+        if PostgresCompatibilityParser::new().parse(query).is_err() {
+            if let Ok(statements) = calibsql::parse_statements(&session.ctx, query) {
+                let mut responses = Vec::new();
+                for statement in statements {
+                    responses.push(
+                        session
+                            .exec
+                            .run(client, &session.ctx, None, Some(statement))
+                            .await?,
+                    );
+                }
+                return Ok(responses);
+            }
+        }
+        <DfSessionService as SimpleQueryHandler>::do_query(&session.service, client, query).await
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for ConnectionInner {
+    type Statement = DfStatementPortal;
+    type QueryParser = CalibsqlParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        match self.session.get() {
+            Some(session) => Arc::clone(&session.parser),
+            // pgwire asks only after login.
+            None => unreachable!("the extended protocol is used after login only"),
+        }
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let session = self.session()?;
+        client
+            .session_extensions()
+            .insert(ResultFormat(portal.result_column_format.clone()));
+        <DfSessionService as ExtendedQueryHandler>::do_query(
+            &session.service,
+            client,
+            portal,
+            max_rows,
+        )
+        .await
+    }
+}
+
+/// datafusion-postgres' parser, with nested result columns described as `json`.
+pub struct CalibsqlParser {
+    inner: Arc<Parser>,
+}
+
+#[async_trait]
+impl QueryParser for CalibsqlParser {
+    type Statement = DfStatementPortal;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        self.inner.parse_sql(client, sql, types).await
+    }
+
+    fn get_parameter_types(&self, statement: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        self.inner.get_parameter_types(statement)
+    }
+
+    fn get_result_schema(
+        &self,
+        statement: &Self::Statement,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let (_, Some((_, plan))) = statement else {
+            return Ok(vec![]);
+        };
+        if returns_no_rows(plan) {
+            return Ok(vec![]);
+        }
+        pg_fields(
+            plan.schema().as_arrow(),
+            format.unwrap_or(&Format::UnifiedText),
+            None,
+        )
+    }
+}
+
+/// Plans that answer with a command tag, not rows.
+fn returns_no_rows(plan: &LogicalPlan) -> bool {
+    matches!(
+        plan,
+        LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Copy(_)
+    ) || plan.schema().fields().is_empty()
+}
+
+/// The Postgres columns of `schema`: calibsql's nested values (fitted models, reliability
+/// bins, lists) as `json`, everything else as arrow-pg maps it (floats `float8`, …).
+pub fn pg_fields(
+    schema: &Schema,
+    format: &Format,
+    options: Option<Arc<FormatOptions>>,
+) -> PgWireResult<Vec<FieldInfo>> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            let pg_type = if field.data_type().is_nested() {
+                Type::JSON
+            } else {
+                field_into_pg_type(field)?
+            };
+            let mut info = FieldInfo::new(
+                field.name().clone(),
+                None,
+                None,
+                pg_type,
+                format.format_for(i),
+            );
+            if let Some(options) = &options {
+                info = info.with_format_options(Arc::clone(options));
+            }
+            Ok(info)
+        })
+        .collect()
+}
+
+/// Runs statements: calibsql's planning (named arguments), the policy, the timeout and
+/// cancellation; results streamed with nested values as JSON text.
+pub struct Exec {
+    server: Arc<Server>,
+    control: Arc<QueryControl>,
+}
+
+/// The first hook: settings of DataFusion and calibsql (`SET calibsql.…`) run here, with
+/// errors reported (datafusion-postgres' `SET` ignores them), and the query of a cursor is
+/// checked by the policy before the cursor hook runs it.
+struct Pre(Arc<Exec>);
+
+fn engine_setting(statement: &Statement) -> bool {
+    let name = match statement {
+        Statement::Set(Set::SingleAssignment { variable, .. }) => variable.to_string(),
+        Statement::ShowVariable { variable } => variable
+            .iter()
+            .map(|part| part.value.as_str())
+            .collect::<Vec<_>>()
+            .join("."),
+        _ => return false,
+    };
+    let name = name.to_ascii_lowercase();
+    name == "all" || name.starts_with("calibsql.") || name.starts_with("datafusion.")
+}
+
+/// Named arguments as calibsql's planning expects them (`name => value` with a plain name):
+/// Postgres' parser gives `ece(p, y, w => x)` with the name as an expression.
+fn plain_argument_names(statement: &mut DFStatement) {
+    use datafusion::sql::sqlparser::ast::{
+        visit_expressions_mut, Expr, FunctionArg, FunctionArguments,
+    };
+    use std::ops::ControlFlow;
+    let DFStatement::Statement(statement) = statement else {
+        return;
+    };
+    let _ = visit_expressions_mut(statement.as_mut(), |expr| {
+        if let Expr::Function(f) = expr {
+            if let FunctionArguments::List(list) = &mut f.args {
+                for arg in &mut list.args {
+                    if let FunctionArg::ExprNamed {
+                        name: Expr::Identifier(name),
+                        arg: value,
+                        operator,
+                    } = arg
+                    {
+                        *arg = FunctionArg::Named {
+                            name: name.clone(),
+                            arg: value.clone(),
+                            operator: operator.clone(),
+                        };
+                    }
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+impl Pre {
+    async fn check_cursor(&self, statement: &Statement, ctx: &SessionContext) -> PgWireResult<()> {
+        if let Statement::Declare { stmts } = statement {
+            for declare in stmts {
+                if let Some(query) = &declare.for_query {
+                    self.0
+                        .plan(
+                            ctx,
+                            DFStatement::Statement(Box::new(Statement::Query(query.clone()))),
+                        )
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl QueryHook for Pre {
+    async fn handle_simple_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        if engine_setting(statement) {
+            return Some(self.0.run(client, ctx, Some(statement), None).await);
+        }
+        self.check_cursor(statement, ctx).await.err().map(Err)
+    }
+
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        _client: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
+        if engine_setting(statement) {
+            return Some(
+                self.0
+                    .plan(ctx, DFStatement::Statement(Box::new(statement.clone())))
+                    .await,
+            );
+        }
+        self.check_cursor(statement, ctx).await.err().map(Err)
+    }
+
+    async fn handle_extended_query(
+        &self,
+        statement: &Statement,
+        plan: &LogicalPlan,
+        params: &ParamValues,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        if !engine_setting(statement) {
+            return None;
+        }
+        Some(
+            self.0
+                .run_extended(client, ctx, statement, plan, params)
+                .await,
+        )
+    }
+}
+
+#[async_trait]
+impl QueryHook for Exec {
+    async fn handle_simple_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        Some(self.run(client, ctx, Some(statement), None).await)
+    }
+
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        _client: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
+        Some(
+            self.plan(ctx, DFStatement::Statement(Box::new(statement.clone())))
+                .await,
+        )
+    }
+
+    async fn handle_extended_query(
+        &self,
+        statement: &Statement,
+        plan: &LogicalPlan,
+        params: &ParamValues,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        Some(
+            self.run_extended(client, ctx, statement, plan, params)
+                .await,
+        )
+    }
+}
+
+/// `statement` as DataFusion's parser would give it: Postgres' `COPY` and `CREATE EXTERNAL
+/// TABLE` re-read by calibsql's parser (DataFusion plans only its own forms of them).
+fn datafusion_statement(ctx: &SessionContext, statement: &Statement) -> DFStatement {
+    let own_form = match statement {
+        Statement::Copy { .. } => true,
+        Statement::CreateTable(create) => create.external,
+        _ => false,
+    };
+    if own_form {
+        if let Ok(mut statements) = calibsql::parse_statements(ctx, &statement.to_string()) {
+            if statements.len() == 1 {
+                return statements.remove(0);
+            }
+        }
+    }
+    DFStatement::Statement(Box::new(statement.clone()))
+}
+
+impl Exec {
+    /// Plans `statement` with named arguments completed, and checks it against the policy.
+    async fn plan(
+        &self,
+        ctx: &SessionContext,
+        mut statement: DFStatement,
+    ) -> PgWireResult<LogicalPlan> {
+        let state = ctx.state();
+        plain_argument_names(&mut statement);
+        calibsql::named_args::fill_skipped_arguments(&mut statement, &state)
+            .map_err(from_datafusion)?;
+        let plan = state
+            .statement_to_plan(statement)
+            .await
+            .map_err(from_datafusion)?;
+        self.server
+            .sessions
+            .policy()
+            .check(&plan)
+            .map_err(from_datafusion)?;
+        Ok(plan)
+    }
+
+    /// The statement's time limit: `--query-timeout`, or the client's `statement_timeout`
+    /// when shorter.
+    fn time_limit(&self, client: &dyn HookClient) -> Option<Duration> {
+        let client_limit = client
+            .metadata()
+            .get(STATEMENT_TIMEOUT_KEY)
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+            .map(Duration::from_millis);
+        match (self.server.query_timeout, client_limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    async fn run_extended(
+        &self,
+        client: &mut dyn HookClient,
+        ctx: &SessionContext,
+        statement: &Statement,
+        plan: &LogicalPlan,
+        params: &ParamValues,
+    ) -> PgWireResult<Response> {
+        let plan = plan
+            .clone()
+            .replace_params_with_values(params)
+            .map_err(from_datafusion)?;
+        self.run_plan(client, ctx, Some(statement), plan).await
+    }
+
+    /// Runs a parsed statement: `statement` (Postgres syntax) or `df_statement` (DataFusion's).
+    async fn run(
+        &self,
+        client: &mut dyn HookClient,
+        ctx: &SessionContext,
+        statement: Option<&Statement>,
+        df_statement: Option<DFStatement>,
+    ) -> PgWireResult<Response> {
+        let token = self.control.start();
+        let limit = self.time_limit(client);
+        let df_statement = match (df_statement, statement) {
+            (Some(s), _) => s,
+            (None, Some(s)) => datafusion_statement(ctx, s),
+            (None, None) => return Ok(Response::EmptyQuery),
+        };
+        let plan = guard(self.plan(ctx, df_statement), &token, limit).await?;
+        self.execute(client, ctx, statement, plan, token, limit)
+            .await
+    }
+
+    async fn run_plan(
+        &self,
+        client: &mut dyn HookClient,
+        ctx: &SessionContext,
+        statement: Option<&Statement>,
+        plan: LogicalPlan,
+    ) -> PgWireResult<Response> {
+        self.server
+            .sessions
+            .policy()
+            .check(&plan)
+            .map_err(from_datafusion)?;
+        let token = self.control.start();
+        let limit = self.time_limit(client);
+        self.execute(client, ctx, statement, plan, token, limit)
+            .await
+    }
+
+    async fn execute(
+        &self,
+        client: &mut dyn HookClient,
+        ctx: &SessionContext,
+        statement: Option<&Statement>,
+        plan: LogicalPlan,
+        token: Arc<QueryToken>,
+        limit: Option<Duration>,
+    ) -> PgWireResult<Response> {
+        let started = tokio::time::Instant::now();
+        let tag = command_tag(statement, &plan);
+        let writes = matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_));
+        // DDL and SET run here.
+        let frame = guard(
+            async {
+                ctx.execute_logical_plan(plan)
+                    .await
+                    .map_err(from_datafusion)
+            },
+            &token,
+            limit,
+        )
+        .await?;
+        if writes {
+            let batches = guard(
+                async { frame.collect().await.map_err(from_datafusion) },
+                &token,
+                limit.map(|l| l.saturating_sub(started.elapsed())),
+            )
+            .await?;
+            let rows: u64 = batches
+                .iter()
+                .filter_map(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+                })
+                .flat_map(|counts| counts.iter().flatten())
+                .sum();
+            let mut tag = Tag::new(&tag).with_rows(rows as usize);
+            if tag_is_insert(statement) {
+                tag = tag.with_oid(0);
+            }
+            return Ok(Response::Execution(tag));
+        }
+        if frame.schema().fields().is_empty() {
+            return Ok(Response::Execution(Tag::new(&tag)));
+        }
+        let format = client
+            .session_extensions()
+            .get::<ResultFormat>()
+            .map(|f| f.0.clone())
+            .unwrap_or(Format::UnifiedText);
+        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let fields = Arc::new(pg_fields(
+            frame.schema().as_arrow(),
+            &format,
+            Some(options),
+        )?);
+        let stream = guard(
+            async { frame.execute_stream().await.map_err(from_datafusion) },
+            &token,
+            limit.map(|l| l.saturating_sub(started.elapsed())),
+        )
+        .await?;
+        let deadline = limit.map(|l| (started + l, l));
+        let encoded_fields = Arc::clone(&fields);
+        let rows = guarded_stream(stream, token, deadline)
+            .map(move |batch| {
+                let rows: Box<dyn Iterator<Item = PgWireResult<_>> + Send + Sync> = match batch
+                    .and_then(|b| {
+                        super::super::output::nested_as_json(&b)
+                            .map_err(|e| from_datafusion(e.into()))
+                    }) {
+                    Ok(batch) => encode_recordbatch(Arc::clone(&encoded_fields), batch),
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                };
+                futures::stream::iter(rows)
+            })
+            .flatten();
+        Ok(Response::Query(QueryResponse::new(fields, rows)))
+    }
+}
+
+/// Runs `work` unless the statement is cancelled or runs out of time first.
+async fn guard<T>(
+    work: impl std::future::Future<Output = PgWireResult<T>>,
+    token: &QueryToken,
+    limit: Option<Duration>,
+) -> PgWireResult<T> {
+    let timeout = async {
+        match limit {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = work => result,
+        _ = token.cancelled() => Err(cancelled()),
+        _ = timeout => Err(timed_out(limit.unwrap_or_default())),
+    }
+}
+
+/// The batches of `stream` until the statement is cancelled or its deadline passes; then one
+/// error, and the stream (and with it the query's execution) is dropped.
+fn guarded_stream(
+    stream: SendableRecordBatchStream,
+    token: Arc<QueryToken>,
+    deadline: Option<(tokio::time::Instant, Duration)>,
+) -> impl futures::Stream<Item = PgWireResult<RecordBatch>> + Send {
+    futures::stream::unfold(Some(stream), move |state| {
+        let token = Arc::clone(&token);
+        async move {
+            let mut stream = state?;
+            let timeout = async {
+                match deadline {
+                    Some((at, _)) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                batch = stream.next() => {
+                    let batch = batch?;
+                    Some((batch.map_err(from_datafusion), Some(stream)))
+                }
+                _ = token.cancelled() => Some((Err(cancelled()), None)),
+                _ = timeout => {
+                    let limit = deadline.map(|(_, l)| l).unwrap_or_default();
+                    Some((Err(timed_out(limit)), None))
+                }
+            }
+        }
+    })
+}
+
+fn tag_is_insert(statement: Option<&Statement>) -> bool {
+    matches!(statement, Some(Statement::Insert(_)))
+}
+
+/// The command tag Postgres would send for a statement that returns no rows.
+fn command_tag(statement: Option<&Statement>, plan: &LogicalPlan) -> String {
+    use datafusion::logical_expr::{DdlStatement, Statement as PlanStatement};
+    match plan {
+        LogicalPlan::Copy(_) => return "COPY".to_string(),
+        LogicalPlan::Dml(dml) => {
+            let op = dml.op.to_string().to_uppercase();
+            return op.split_whitespace().next().unwrap_or("OK").to_string();
+        }
+        LogicalPlan::Statement(PlanStatement::SetVariable(_)) => return "SET".to_string(),
+        LogicalPlan::Ddl(ddl) => {
+            return match ddl {
+                DdlStatement::CreateExternalTable(_) | DdlStatement::CreateMemoryTable(_) => {
+                    "CREATE TABLE"
+                }
+                DdlStatement::CreateView(_) => "CREATE VIEW",
+                DdlStatement::DropTable(_) => "DROP TABLE",
+                DdlStatement::DropView(_) => "DROP VIEW",
+                DdlStatement::CreateCatalogSchema(_) => "CREATE SCHEMA",
+                DdlStatement::DropCatalogSchema(_) => "DROP SCHEMA",
+                DdlStatement::CreateFunction(_) => "CREATE FUNCTION",
+                DdlStatement::DropFunction(_) => "DROP FUNCTION",
+                _ => "OK",
+            }
+            .to_string()
+        }
+        _ => {}
+    }
+    match statement {
+        Some(Statement::Insert(_)) => "INSERT".to_string(),
+        Some(statement) => statement
+            .to_string()
+            .split_whitespace()
+            .next()
+            .unwrap_or("OK")
+            .to_uppercase(),
+        None => "OK".to_string(),
+    }
+}

@@ -1,0 +1,204 @@
+//! `calibsql serve`: calibsql over the Postgres wire protocol, and `calibsql hash-password`.
+//!
+//! The listener accepts connections on `--bind` (127.0.0.1 unless told otherwise), each
+//! served by pgwire with the handlers of [`connection`]: login with SCRAM-SHA-256 against
+//! `--users`, TLS when `--tls-cert`/`--tls-key` are given (a certificate that cannot be
+//! loaded stops the start), then a session of its own ([`sessions`]) whose statements the
+//! [`policy`] checks. Connections past `--max-connections` are answered "too many clients".
+
+mod connection;
+mod policy;
+mod scram;
+mod sessions;
+mod users;
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use datafusion_postgres::pgwire;
+use pgwire::tokio::tokio_rustls::rustls;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::args::ServeArgs;
+use connection::{Connection, Server};
+
+/// Connections over `--max-connections` being answered at once; more are closed unanswered.
+const REFUSALS_AT_ONCE: usize = 16;
+
+/// A line on standard error, the server's log.
+pub(crate) fn log(line: &str) {
+    let _ = writeln!(std::io::stderr(), "calibsql serve: {line}");
+}
+
+/// `calibsql hash-password`: the verifier of the password on standard input's first line.
+pub fn hash_password() -> anyhow::Result<()> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .context("cannot read the password on standard input")?;
+    let password = input.lines().next().unwrap_or("");
+    if password.is_empty() {
+        anyhow::bail!(
+            "no password on standard input (e.g. printf '%s' \"$PASSWORD\" | calibsql \
+             hash-password)"
+        );
+    }
+    let verifier = scram::Verifier::generate(password).map_err(anyhow::Error::msg)?;
+    writeln!(std::io::stdout(), "{verifier}")?;
+    Ok(())
+}
+
+/// The TLS acceptor of `--tls-cert`/`--tls-key`; any failure is an error (never a plaintext
+/// server instead).
+fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<pgwire::tokio::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("--tls-cert {}: cannot read it", cert.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--tls-cert {}: not a PEM certificate", cert.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("--tls-cert {}: no certificate in the file", cert.display());
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("--tls-key {}: no PEM private key in it", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS setup")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("--tls-cert/--tls-key: the certificate and key do not make a TLS identity")?;
+    Ok(pgwire::tokio::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The template session: local, or a client of the cluster at `--remote`.
+async fn template(args: &ServeArgs) -> anyhow::Result<datafusion::prelude::SessionContext> {
+    let options = calibsql::ContextOptions {
+        memory_limit: args.memory_limit,
+        s3: args.s3.options(),
+        ..Default::default()
+    };
+    match &args.remote {
+        #[cfg(feature = "distributed")]
+        Some(address) => {
+            Ok(calibsql::distributed::remote_context(&format!("df://{address}"), &options).await?)
+        }
+        #[cfg(not(feature = "distributed"))]
+        Some(_) => Err(super::options::UsageError(
+            "--remote: this calibsql was built without the cluster client (--features \
+             distributed)"
+                .to_string(),
+        )
+        .into()),
+        None => Ok(calibsql::build_context(&options)?),
+    }
+}
+
+pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.remote.is_some() && args.memory_limit.is_some() {
+        return Err(super::options::UsageError(
+            "--memory-limit limits local queries; with --remote each executor has its own \
+             (calibsql executor --memory-limit SIZE)"
+                .to_string(),
+        )
+        .into());
+    }
+    let users = users::Users::load(&args.users)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        _ => None,
+    };
+    let policy = policy::Policy::new(args.allow_writes, &args.allow_path)?;
+    let ctx = template(args).await?;
+    let mut names = Vec::new();
+    for table in &args.tables {
+        calibsql::tables::register_table(&ctx, &table.name, &table.location, args.table_format)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("--table {}={}: {}", table.name, table.location, e.message())
+            })?;
+        names.push(table.name.clone());
+    }
+    let sessions = sessions::Sessions::new(&ctx, &names, policy)?;
+    let query_timeout = (args.query_timeout > 0).then(|| Duration::from_secs(args.query_timeout));
+    let server = Arc::new(Server::new(
+        sessions,
+        users,
+        args.require_tls,
+        !args.allow_writes,
+        query_timeout,
+    )?);
+    let listener = TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("--bind {}: cannot listen", args.bind))?;
+    let address = listener.local_addr()?;
+    log(&format!(
+        "listening on {address} (database {}, {} user(s), TLS {}, {}, at most {} connections)",
+        sessions::DATABASE,
+        server.users.len(),
+        match (&tls, args.require_tls) {
+            (None, _) => "off",
+            (Some(_), false) => "on",
+            (Some(_), true) => "required",
+        },
+        if args.allow_writes {
+            "writes allowed"
+        } else {
+            "read-only"
+        },
+        args.max_connections,
+    ));
+    let connections = Arc::new(Semaphore::new(args.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little, go on.
+                    log(&format!("cannot accept a connection: {e}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = terminate.recv() => {
+                log("stopping (SIGTERM)");
+                return Ok(());
+            }
+        };
+        let connection = match Arc::clone(&connections).try_acquire_owned() {
+            Ok(permit) => Some(Connection::new(Arc::clone(&server), permit)),
+            Err(_) => None,
+        };
+        let tls = tls.clone();
+        let server = Arc::clone(&server);
+        let refusal = if connection.is_none() {
+            match Arc::clone(&refusals).try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    log(&format!(
+                        "connection from {peer} closed: too many connections (--max-connections)"
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        tokio::spawn(async move {
+            let handlers = connection.unwrap_or_else(|| Connection::refused(server));
+            if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
+                log(&format!("connection from {peer}: {e}"));
+            }
+            drop(refusal);
+        });
+    }
+}
