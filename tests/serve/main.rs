@@ -10,6 +10,7 @@
 //! - `login`: the users file, SCRAM-SHA-256, refused logins, the database name
 //! - `psql`: calibsql's functions through psql, with the CLI's numbers; `\d`; sessions
 //! - `policy`: the statements a read-only server refuses
+//! - `tls`: a self-signed certificate verified by psql, `--require-tls`, a bad certificate
 
 #[path = "../support/child.rs"]
 mod child;
@@ -17,6 +18,7 @@ mod child;
 mod login;
 mod policy;
 mod psql;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,7 +31,7 @@ pub const PASSWORD: &str = "correct horse battery staple";
 /// Hang guard of a server's start (a second here).
 const STARTUP: Duration = Duration::from_secs(120);
 /// Hang guard of one client run (a second here).
-const CLIENT: Duration = child::TIMEOUT;
+pub const CLIENT: Duration = child::TIMEOUT;
 
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_calibsql"))
