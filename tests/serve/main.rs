@@ -10,12 +10,14 @@
 //! - `login`: the users file, SCRAM-SHA-256, refused logins, the database name
 //! - `psql`: calibsql's functions through psql, with the CLI's numbers; `\d`; sessions
 //! - `policy`: the statements a read-only server refuses
+//! - `paths`: `--allow-path` (a file outside it unreadable) and `--allow-writes`
 //! - `tls`: a self-signed certificate verified by psql, `--require-tls`, a bad certificate
 
 #[path = "../support/child.rs"]
 mod child;
 
 mod login;
+mod paths;
 mod policy;
 mod psql;
 mod tls;
