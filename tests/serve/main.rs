@@ -7,6 +7,7 @@
 //! when it fails. Readiness is polled (the server's "listening on" line); no test asserts on
 //! time.
 //!
+//! - `jdbc`: pgjdbc's catalog calls, statements and a prepared statement
 //! - `login`: the users file, SCRAM-SHA-256, refused logins, the database name
 //! - `psql`: calibsql's functions through psql, with the CLI's numbers; `\d`; sessions
 //! - `policy`: the statements a read-only server refuses
@@ -16,6 +17,7 @@
 #[path = "../support/child.rs"]
 mod child;
 
+mod jdbc;
 mod login;
 mod paths;
 mod policy;
