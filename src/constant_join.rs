@@ -40,6 +40,8 @@ use datafusion::logical_expr::{
     Aggregate, EmptyRelation, Expr, Filter, JoinType, LogicalPlan, LogicalPlanBuilder, Projection,
     Sort,
 };
+use datafusion::optimizer::optimize_projections::OptimizeProjections;
+use datafusion::optimizer::{Optimizer, OptimizerRule};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
@@ -91,7 +93,18 @@ pub async fn inline_one_row_joins(
     if !rewritten.changed {
         return Ok(None);
     }
-    state.optimize(&rewritten.plan).map(Some)
+    optimize(rewritten.plan, state).map(Some)
+}
+
+/// Prunes what the rewrite left unread: the literal columns of the projections that replaced
+/// joins, which a `ProjectionExec` would otherwise repeat into every row. Only DataFusion's
+/// `optimize_projections` rule runs: the plan is optimised already, and its other rules (and
+/// the analyzer's) are not written to run twice (`push_down_leaf_projections` names its
+/// extracted columns again and clashes with its own names of the first run).
+fn optimize(plan: LogicalPlan, state: &SessionState) -> Result<LogicalPlan> {
+    let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> =
+        vec![Arc::new(OptimizeProjections::new())];
+    Optimizer::with_rules(rules).optimize(plan, state, |_, _| {})
 }
 
 /// Columns of a plan's output whose value is one literal in every row.
@@ -198,18 +211,49 @@ fn distribute(
             }))
         }
         LogicalPlan::Aggregate(a) if !separates_branches(a.group_expr.len(), &computed) => Ok(None),
-        _ => {
-            let union = datafusion::logical_expr::Union {
-                inputs: computed.into_iter().map(|b| Arc::new(b.plan)).collect(),
-                schema: Arc::clone(node.schema()),
-            };
-            Ok(Some(Rewritten::new(
-                LogicalPlan::Union(union),
-                Constants::new(),
-                true,
-            )))
-        }
+        _ => Ok(Some(Rewritten::new(
+            union_as(node.schema(), computed)?,
+            Constants::new(),
+            true,
+        ))),
     }
+}
+
+/// The union of `branches` (each with the schema `schema`) under `schema`'s own qualified
+/// names. A union's schema has names without qualifiers, so each branch names its columns
+/// `__calibsql_branch_{i}` (unique even where two qualifiers share a name) and a projection
+/// above the union gives them back their qualified names.
+fn union_as(schema: &DFSchemaRef, branches: Vec<Rewritten>) -> Result<LogicalPlan> {
+    let positional = |i: usize| format!("__calibsql_branch_{i}");
+    let mut union: Option<LogicalPlanBuilder> = None;
+    for branch in branches {
+        let renamed: Vec<Expr> = schema
+            .columns()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| Expr::Column(c).alias(positional(i)))
+            .collect();
+        let branch = LogicalPlanBuilder::from(branch.plan)
+            .project(renamed)?
+            .build()?;
+        union = Some(match union {
+            None => LogicalPlanBuilder::from(branch),
+            Some(u) => u.union(branch)?,
+        });
+    }
+    let union = union.expect("two branches or more").build()?;
+    let named: Vec<Expr> = schema
+        .iter()
+        .enumerate()
+        .map(|(i, (q, f))| {
+            Expr::Column(Column::from_name(positional(i))).alias_qualified(q.cloned(), f.name())
+        })
+        .collect();
+    Ok(LogicalPlan::Projection(Projection::try_new_with_schema(
+        named,
+        Arc::new(union),
+        Arc::clone(schema),
+    )?))
 }
 
 /// Whether the aggregates computed on each branch have a group key that is a constant of a
@@ -409,7 +453,11 @@ async fn evaluate_small_side(
     } else {
         return Ok(None);
     };
-    let physical = state.create_physical_plan(&probe).await?;
+    // Planned as it is: `side` is optimised already, and a `LIMIT` above a scan stops it.
+    let physical = state
+        .query_planner()
+        .create_physical_plan(&probe, state)
+        .await?;
     let batches = collect(physical, state.task_ctx()).await?;
     if batches.iter().map(|b| b.num_rows()).sum::<usize>() > MAX_SIDE_ROWS {
         return Ok(None);

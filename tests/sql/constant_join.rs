@@ -57,10 +57,11 @@ const ONE_ROW: &[&str] = &[
 /// still be DataFusion's.
 const OTHERS: &[&str] = &[
     // two models: every row is paired with each (the join stays)
-    // (summed over the models: DataFusion 55 fails to plan `ORDER BY mm.name` here)
-    "SELECT count(*) AS models, sum(a) AS s FROM (
-       SELECT mm.name, avg(calibrate(t.p, mm.model, t.site)) AS a
-       FROM t CROSS JOIN models mm GROUP BY mm.name)",
+    // a model's name and field in the groups and the order, and a CASE on the name
+    "SELECT mm.name, mm.model['method'] AS method,
+            avg(calibrate(t.p, mm.model, t.site)) AS a,
+            CASE WHEN mm.name = 'cc' THEN sum(t.y - calibrate(t.p, mm.model, t.site)) END AS d
+     FROM t CROSS JOIN models mm GROUP BY mm.name, mm.model['method'] ORDER BY mm.name",
     // the same models applied in a projection
     "SELECT count(*) AS n, sum(q) AS s FROM (
        SELECT calibrate(t.p, mm.model, t.site) AS q FROM t CROSS JOIN models mm)",
