@@ -3,6 +3,7 @@
 //! and `calibrate(score, model)`, which applies any of them.
 
 use std::collections::HashMap;
+use std::hash::RandomState;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use arrow::array::{
     StringArray, StructArray,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
 use datafusion_common::{exec_err, plan_err, Result, ScalarValue};
 use datafusion_expr::{
     ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
@@ -305,8 +306,25 @@ pub fn is_field_method(method: &str) -> bool {
     matches!(method, "field_calib" | "confcalib")
 }
 
-/// Evaluates a field-aware model at a score and a field value (as text).
-pub fn apply_field(m: &ModelRef<'_>, row: usize, s: f64, key: &str) -> Result<f64> {
+/// A field value as `calibrate` compares it with a model's keys: as text, or, for an integer
+/// field, as the integer (a key matches when it is the integer's decimal text).
+#[derive(Debug, Clone, Copy)]
+pub enum FieldKey<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// Row `i` of a field column as [`calibrate`](Calibrate) compares it: Int64 (the integer
+/// fields, cast) as the integer, anything else (cast to Utf8) as text.
+fn field_key(a: &ArrayRef, i: usize) -> FieldKey<'_> {
+    match a.data_type() {
+        DataType::Int64 => FieldKey::Int(a.as_primitive::<Int64Type>().value(i)),
+        _ => FieldKey::Text(a.as_string::<i32>().value(i)),
+    }
+}
+
+/// Evaluates a field-aware model at a score and a field value.
+pub fn apply_field(m: &ModelRef<'_>, row: usize, s: f64, key: FieldKey<'_>) -> Result<f64> {
     let method = m.method(row);
     if !is_field_method(method) {
         return exec_err!(
@@ -382,8 +400,64 @@ fn interp(s: f64, x: &[f64], y: &[f64]) -> Result<f64> {
     Ok(y0 + (s - x0) * (y1 - y0) / (x1 - x0))
 }
 
-/// A model row's key range and its key → position map.
-type KeyIndex<'a> = (Range<usize>, HashMap<&'a str, usize>);
+/// A model row's keys → their positions, by text and (keys that are an integer's decimal
+/// text) by integer.
+#[derive(Debug, Default)]
+struct KeyIndex {
+    by_text: HashMap<String, usize, RandomState>,
+    by_int: HashMap<i64, usize, RandomState>,
+}
+
+impl KeyIndex {
+    fn new(keys: &StringArray, range: Range<usize>) -> Self {
+        let mut index = KeyIndex::default();
+        for (i, j) in range.enumerate() {
+            let key = keys.value(j);
+            index.by_text.entry(key.to_string()).or_insert(i);
+            if let Ok(v) = key.parse::<i64>() {
+                if v.to_string() == key {
+                    index.by_int.entry(v).or_insert(i);
+                }
+            }
+        }
+        index
+    }
+
+    fn get(&self, key: FieldKey<'_>) -> Option<usize> {
+        match key {
+            FieldKey::Text(k) => self.by_text.get(k).copied(),
+            FieldKey::Int(v) => self.by_int.get(&v).copied(),
+        }
+    }
+}
+
+/// Where a cached key index came from: the model row's keys, identified by their buffers and
+/// range. The cache holds the keys array itself, so its buffers stay allocated and no other
+/// model's keys can be found at the same addresses.
+struct KeySource {
+    keys: ListArray,
+    range: Range<usize>,
+}
+
+impl KeySource {
+    fn is(&self, keys: &ListArray, range: &Range<usize>) -> bool {
+        let same = |a: &ListArray, b: &ListArray| {
+            let (va, vb) = (a.values().as_string::<i32>(), b.values().as_string::<i32>());
+            a.offsets().inner().inner().as_ptr() == b.offsets().inner().inner().as_ptr()
+                && va.values().as_ptr() == vb.values().as_ptr()
+                && va.offsets().inner().inner().as_ptr() == vb.offsets().inner().inner().as_ptr()
+                && va.len() == vb.len()
+        };
+        self.range == *range && same(&self.keys, keys)
+    }
+}
+
+thread_local! {
+    /// The key index of the field-aware model this thread applied last: a model passed as
+    /// one literal (see calibsql's constant joins) is indexed once, not once per batch.
+    static KEY_INDEX: std::cell::RefCell<Option<(KeySource, Arc<KeyIndex>)>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// Typed views of the columns of a model struct array.
 pub struct ModelRef<'a> {
@@ -401,9 +475,9 @@ pub struct ModelRef<'a> {
     field_edges: Option<&'a ListArray>,
     /// The `knots_x` slice last checked to be increasing (a constant model is checked once).
     checked: std::cell::Cell<Option<(*const f64, usize)>>,
-    /// The key → position map of the model row last used by a field-aware call (a constant
-    /// model builds it once): the row's key range and the map.
-    key_index: std::cell::RefCell<Option<KeyIndex<'a>>>,
+    /// The key index of the model row last used by a field-aware call: its key range and
+    /// the index.
+    key_index: std::cell::RefCell<Option<(Range<usize>, Arc<KeyIndex>)>>,
 }
 
 impl<'a> ModelRef<'a> {
@@ -424,7 +498,7 @@ impl<'a> ModelRef<'a> {
     }
 
     /// The position of `key` among the row's field keys, None for a value the fit never saw.
-    fn field_position(&self, row: usize, key: &str) -> Result<Option<usize>> {
+    fn field_position(&self, row: usize, key: FieldKey<'_>) -> Result<Option<usize>> {
         let Some(keys) = self.field_keys.filter(|k| k.is_valid(row)) else {
             return exec_err!("calibrate: argument model has no field_keys");
         };
@@ -432,15 +506,24 @@ impl<'a> ModelRef<'a> {
         let range = offs[row] as usize..offs[row + 1] as usize;
         let mut cache = self.key_index.borrow_mut();
         if cache.as_ref().is_none_or(|(r, _)| *r != range) {
-            let values = keys.values().as_string::<i32>();
-            let map = range
-                .clone()
-                .enumerate()
-                .map(|(i, j)| (values.value(j), i))
-                .collect();
-            *cache = Some((range, map));
+            let index = KEY_INDEX.with_borrow_mut(|last| match last {
+                Some((source, index)) if source.is(keys, &range) => Arc::clone(index),
+                _ => {
+                    let index = Arc::new(KeyIndex::new(
+                        keys.values().as_string::<i32>(),
+                        range.clone(),
+                    ));
+                    let source = KeySource {
+                        keys: keys.clone(),
+                        range: range.clone(),
+                    };
+                    *last = Some((source, Arc::clone(&index)));
+                    index
+                }
+            });
+            *cache = Some((range, index));
         }
-        Ok(cache.as_ref().and_then(|(_, map)| map.get(key).copied()))
+        Ok(cache.as_ref().and_then(|(_, index)| index.get(key)))
     }
 
     fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
@@ -665,6 +748,9 @@ impl ScalarUDFImpl for Calibrate {
         let score = arrow::compute::cast(&score, &DataType::Float64)?;
         let score = score.as_primitive::<Float64Type>();
         let model = match &args.args[1] {
+            // One model for every row (a literal): read where it lies, so that the same
+            // model's keys are recognised from batch to batch.
+            ColumnarValue::Scalar(ScalarValue::Struct(a)) => Arc::clone(a) as ArrayRef,
             ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
             ColumnarValue::Array(a) => Arc::clone(a),
         };
@@ -676,13 +762,25 @@ impl ScalarUDFImpl for Calibrate {
             Some(ColumnarValue::Array(a)) => Some((Arc::clone(a), false)),
             None => None,
         };
+        // Integer fields are compared as integers (no text per row), others as text.
         let field = match &field {
+            Some((a, scalar))
+                if matches!(
+                    a.data_type(),
+                    DataType::Int8
+                        | DataType::Int16
+                        | DataType::Int32
+                        | DataType::Int64
+                        | DataType::UInt8
+                        | DataType::UInt16
+                        | DataType::UInt32
+                ) =>
+            {
+                Some((arrow::compute::cast(a, &DataType::Int64)?, *scalar))
+            }
             Some((a, scalar)) => Some((arrow::compute::cast(a, &DataType::Utf8)?, *scalar)),
             None => None,
         };
-        let field = field
-            .as_ref()
-            .map(|(a, scalar)| (a.as_string::<i32>(), *scalar));
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let si = if score_scalar { 0 } else { i };
@@ -695,14 +793,14 @@ impl ScalarUDFImpl for Calibrate {
             if s.is_nan() {
                 return exec_err!("calibrate: argument score must be a number, got NaN");
             }
-            out.push(match field {
+            out.push(match &field {
                 None => Some(apply(&view, mi, s)?),
                 Some((keys, scalar)) => {
-                    let fi = if scalar { 0 } else { i };
+                    let fi = if *scalar { 0 } else { i };
                     if keys.is_null(fi) {
                         None
                     } else {
-                        Some(apply_field(&view, mi, s, keys.value(fi))?)
+                        Some(apply_field(&view, mi, s, field_key(keys, fi))?)
                     }
                 }
             });
