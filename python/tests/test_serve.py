@@ -13,7 +13,9 @@ import io
 import math
 import re
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -41,10 +43,9 @@ def hash_password(binary: Path, password: str) -> str:
     return out.strip()
 
 
-@pytest.fixture(scope="module")
-def server(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
+@contextmanager
+def serving(binary: Path, logs: Path, work: Path, *extra: str):
     """A server over the `logs` fixture's test split as `t`; yields its port."""
-    work = tmp_path_factory.mktemp("serve")
     users = work / "users"
     users.write_text(f"analyst:{hash_password(binary, PASSWORD)}\n")
     users.chmod(0o600)
@@ -53,7 +54,7 @@ def server(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
         proc = children.popen(
             [
                 str(binary), "serve", "--users", str(users), "--bind", "127.0.0.1:0",
-                "--table", f"t={logs / 'test'}",
+                "--table", f"t={logs / 'test'}", *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -73,6 +74,12 @@ def server(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
+    with serving(binary, logs, tmp_path_factory.mktemp("serve")) as port:
+        yield port
 
 
 def connect(port: int, **kwargs):
@@ -149,3 +156,74 @@ def test_a_session_recovers_from_errors(server):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="--allow-path"):
             con.execute("SELECT * FROM '/etc/passwd'")
         assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
+
+
+#: Runs for minutes (10^10 rows) unless stopped.
+ENDLESS = "SELECT count(*) FROM generate_series(1, 10000000000)"
+#: A hash join whose build side needs more than 32 MiB (and cannot spill).
+HUNGRY = (
+    "SELECT count(*) FROM generate_series(1, 3000000) a "
+    "JOIN generate_series(1, 3000000) b ON a.value = b.value"
+)
+#: Hang guard of a cancelled or failing query, in seconds (well under one here).
+STOP = 120
+
+
+def test_a_cancel_request_stops_the_query(server):
+    """What psql's Ctrl-C sends: a cancel request on another connection."""
+    with connect(server) as con:
+        errors = []
+
+        def run():
+            try:
+                con.execute(ENDLESS)
+            except psycopg.Error as e:
+                errors.append(e)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        started = time.monotonic()
+        # A cancel that arrives before the query starts does nothing: send until it stops.
+        while thread.is_alive():
+            con.cancel_safe()
+            thread.join(0.05)
+            assert time.monotonic() - started < STOP, "the query was not cancelled"
+        assert len(errors) == 1 and isinstance(errors[0], psycopg.errors.QueryCanceled), errors
+        assert "user request" in str(errors[0])
+        assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
+
+
+def test_a_query_over_the_memory_limit_fails_alone(binary, logs, tmp_path):
+    """--memory-limit is the server's: the hungry query fails, the others go on."""
+    with serving(binary, logs, tmp_path, "--memory-limit", "32M") as port:
+        expected = None
+        stop = threading.Event()
+        results, failures = [], []
+
+        def small():
+            with connect(port) as con:
+                while not stop.is_set():
+                    try:
+                        results.append(con.execute("SELECT ece(p_model, click) FROM t").fetchone()[0])
+                    except psycopg.Error as e:
+                        failures.append(e)
+
+        others = [threading.Thread(target=small) for _ in range(2)]
+        for thread in others:
+            thread.start()
+        try:
+            with connect(port) as con:
+                expected = con.execute("SELECT ece(p_model, click) FROM t").fetchone()[0]
+                for _ in range(3):
+                    with pytest.raises(psycopg.Error) as error:
+                        con.execute(HUNGRY)
+                    assert error.value.sqlstate == "53200", error.value
+                    assert "Resources exhausted" in str(error.value)
+                # The session, and the memory, are there for the next query.
+                assert con.execute("SELECT count(*) FROM t").fetchone()[0] > 0
+        finally:
+            stop.set()
+            for thread in others:
+                thread.join(STOP)
+        assert not failures, failures
+        assert results and all(r == expected for r in results)

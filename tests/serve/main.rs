@@ -8,6 +8,7 @@
 //! time.
 //!
 //! - `jdbc`: pgjdbc's catalog calls, statements and a prepared statement
+//! - `limits`: `--max-connections`, `--query-timeout`, a client killed mid-query
 //! - `login`: the users file, SCRAM-SHA-256, refused logins, the database name
 //! - `psql`: calibsql's functions through psql, with the CLI's numbers; `\d`; sessions
 //! - `policy`: the statements a read-only server refuses
@@ -18,6 +19,7 @@
 mod child;
 
 mod jdbc;
+mod limits;
 mod login;
 mod paths;
 mod policy;

@@ -482,6 +482,7 @@ impl StartupHandler for ConnectionInner {
                             .unwrap()
                             .insert(key.clone(), Arc::downgrade(&self.control));
                         *self.cancel_key.lock().unwrap() = Some(key);
+                        log(&format!("{user} logged in from {}", Self::peer(client)));
                         let mut parameters = DefaultServerParameterProvider::default();
                         parameters.is_superuser = false;
                         parameters.default_transaction_read_only = self.server.read_only;
