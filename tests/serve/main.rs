@@ -13,6 +13,7 @@
 //! - `psql`: calibsql's functions through psql, with the CLI's numbers; `\d`; sessions
 //! - `policy`: the statements a read-only server refuses
 //! - `paths`: `--allow-path` (a file outside it unreadable) and `--allow-writes`
+//! - `remote`: `--remote`, on a scheduler and an executor started as processes
 //! - `tls`: a self-signed certificate verified by psql, `--require-tls`, a bad certificate
 
 #[path = "../support/child.rs"]
@@ -24,6 +25,8 @@ mod login;
 mod paths;
 mod policy;
 mod psql;
+#[cfg(feature = "distributed")]
+mod remote;
 mod tls;
 
 use std::path::{Path, PathBuf};

@@ -73,6 +73,8 @@ pub struct Server {
     pub read_only: bool,
     /// `--query-timeout` (`None`: no limit).
     pub query_timeout: Option<Duration>,
+    /// The client of the cluster at `--remote`: queries over files run there.
+    pub remote: Option<Arc<SessionContext>>,
     /// Salts of the users who do not exist (a login as one fails like a wrong password).
     pub mock_secret: [u8; 32],
     pids: RandomPidSecretKeyGenerator,
@@ -87,6 +89,7 @@ impl Server {
         require_tls: bool,
         read_only: bool,
         query_timeout: Option<Duration>,
+        remote: Option<Arc<SessionContext>>,
     ) -> anyhow::Result<Server> {
         let nonce = scram::random_nonce().map_err(anyhow::Error::msg)?;
         let mock_secret = ring::digest::digest(&ring::digest::SHA256, nonce.as_bytes());
@@ -96,6 +99,7 @@ impl Server {
             require_tls,
             read_only,
             query_timeout,
+            remote,
             mock_secret: mock_secret.as_ref().try_into().expect("32 bytes"),
             pids: RandomPidSecretKeyGenerator::default(),
             cancels: Mutex::new(HashMap::new()),
@@ -955,10 +959,16 @@ impl Exec {
         let started = tokio::time::Instant::now();
         let tag = command_tag(statement, &plan);
         let writes = matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_));
-        // DDL and SET run here.
+        // With --remote, a query that reads files (and nothing held here, such as pg_catalog)
+        // runs on the cluster; the rest, DDL and SET run here.
+        let runner = match &self.server.remote {
+            Some(remote) if reads_files_only(&plan) => remote.as_ref(),
+            _ => ctx,
+        };
         let frame = guard(
             async {
-                ctx.execute_logical_plan(plan)
+                runner
+                    .execute_logical_plan(plan)
                     .await
                     .map_err(from_datafusion)
             },
@@ -1076,6 +1086,36 @@ fn guarded_stream(
             }
         }
     })
+}
+
+/// Whether `plan` is a query whose tables are all files (what a cluster can read).
+fn reads_files_only(plan: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::datasource::listing::ListingTable;
+    use datafusion::datasource::source_as_provider;
+    if matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::DescribeTable(_)
+            | LogicalPlan::Explain(_)
+            | LogicalPlan::Analyze(_)
+    ) {
+        return false;
+    }
+    let (mut files, mut other) = (0, 0);
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            match source_as_provider(&scan.source) {
+                Ok(table) if table.is::<ListingTable>() => files += 1,
+                _ => other += 1,
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    files > 0 && other == 0
 }
 
 fn tag_is_insert(statement: Option<&Statement>) -> bool {

@@ -78,18 +78,16 @@ fn tls_acceptor(
     Ok(pgwire::tokio::TlsAcceptor::from(Arc::new(config)))
 }
 
-/// The template session: local, or a client of the cluster at `--remote`.
-async fn template(args: &ServeArgs) -> anyhow::Result<datafusion::prelude::SessionContext> {
-    let options = calibsql::ContextOptions {
-        memory_limit: args.memory_limit,
-        s3: args.s3.options(),
-        ..Default::default()
-    };
+/// The client of the cluster at `--remote`, if any.
+async fn remote(
+    args: &ServeArgs,
+    options: &calibsql::ContextOptions,
+) -> anyhow::Result<Option<datafusion::prelude::SessionContext>> {
     match &args.remote {
         #[cfg(feature = "distributed")]
-        Some(address) => {
-            Ok(calibsql::distributed::remote_context(&format!("df://{address}"), &options).await?)
-        }
+        Some(address) => Ok(Some(
+            calibsql::distributed::remote_context(&format!("df://{address}"), options).await?,
+        )),
         #[cfg(not(feature = "distributed"))]
         Some(_) => Err(super::options::UsageError(
             "--remote: this calibsql was built without the cluster client (--features \
@@ -97,8 +95,29 @@ async fn template(args: &ServeArgs) -> anyhow::Result<datafusion::prelude::Sessi
                 .to_string(),
         )
         .into()),
-        None => Ok(calibsql::build_context(&options)?),
+        None => Ok(None),
     }
+}
+
+/// The template of the connections' sessions: calibsql's local session. With `--remote`,
+/// string columns are read as the cluster reads them (Utf8, not Utf8View), so that a plan
+/// made here runs there.
+fn template(
+    options: &calibsql::ContextOptions,
+    remote: Option<&datafusion::prelude::SessionContext>,
+) -> anyhow::Result<datafusion::prelude::SessionContext> {
+    let ctx = calibsql::build_context(options)?;
+    if let Some(remote) = remote {
+        let remote_options = remote.state().config().options().clone();
+        let state_ref = ctx.state_ref();
+        let mut state = state_ref.write();
+        let local = state.config_mut().options_mut();
+        local.execution.parquet.schema_force_view_types =
+            remote_options.execution.parquet.schema_force_view_types;
+        local.sql_parser.map_string_types_to_utf8view =
+            remote_options.sql_parser.map_string_types_to_utf8view;
+    }
+    Ok(ctx)
 }
 
 pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -116,7 +135,13 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let policy = policy::Policy::new(args.allow_writes, &args.allow_path)?;
-    let ctx = template(args).await?;
+    let options = calibsql::ContextOptions {
+        memory_limit: args.memory_limit,
+        s3: args.s3.options(),
+        ..Default::default()
+    };
+    let remote = remote(args, &options).await?;
+    let ctx = template(&options, remote.as_ref())?;
     let mut names = Vec::new();
     for table in &args.tables {
         calibsql::tables::register_table(&ctx, &table.name, &table.location, args.table_format)
@@ -134,13 +159,18 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         args.require_tls,
         !args.allow_writes,
         query_timeout,
+        remote.map(Arc::new),
     )?);
     let listener = TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("--bind {}: cannot listen", args.bind))?;
     let address = listener.local_addr()?;
+    let cluster = match &args.remote {
+        Some(address) => format!(", queries on the cluster at df://{address}"),
+        None => String::new(),
+    };
     log(&format!(
-        "listening on {address} (database {}, {} user(s), TLS {}, {}, at most {} connections)",
+        "listening on {address} (database {}, {} user(s), TLS {}, {}, at most {} connections{cluster})",
         sessions::DATABASE,
         server.users.len(),
         match (&tls, args.require_tls) {
