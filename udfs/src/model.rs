@@ -3,7 +3,7 @@
 //! and `calibrate(score, model)`, which applies any of them.
 
 use std::collections::HashMap;
-use std::hash::RandomState;
+use std::hash::{BuildHasherDefault, Hasher, RandomState};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -348,27 +348,11 @@ pub fn apply_field(m: &ModelRef<'_>, row: usize, s: f64, key: FieldKey<'_>) -> R
             sigmoid(interp(s, x, y)? + g)
         }
         "confcalib" => {
-            if !(0.0..=1.0).contains(&s) {
-                return exec_err!(
-                    "calibrate: a confcalib model takes a probability in [0, 1] as score, got {s}"
-                );
+            check_probability(s)?;
+            match position {
+                Some(i) => ConfCalibRow::new(m, row)?.scale(s, i),
+                None => s,
             }
-            let Some(i) = position else {
-                return Ok(s);
-            };
-            let keys = m.field_keys.map_or(0, |k| k.value_length(row) as usize);
-            let multipliers = m.floats(m.field_values, row, "field_values")?;
-            let edges = m.floats(m.field_edges, row, "field_edges")?;
-            let bins = multipliers.len() / keys.max(1);
-            if bins == 0 || multipliers.len() != keys * bins || edges.len() != keys * (bins + 1) {
-                return exec_err!(
-                    "calibrate: argument model has malformed field_values/field_edges"
-                );
-            }
-            let own = &edges[i * (bins + 1)..(i + 1) * (bins + 1)];
-            let inner = &own[1..bins];
-            let b = inner.partition_point(|&e| e < s);
-            (s * multipliers[i * bins + b]).clamp(0.0, 1.0)
         }
         other => {
             return exec_err!(
@@ -376,6 +360,74 @@ pub fn apply_field(m: &ModelRef<'_>, row: usize, s: f64, key: FieldKey<'_>) -> R
             )
         }
     })
+}
+
+/// A confcalib model takes probabilities.
+fn check_probability(s: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&s) {
+        Ok(())
+    } else {
+        exec_err!("calibrate: a confcalib model takes a probability in [0, 1] as score, got {s}")
+    }
+}
+
+/// A confcalib model row's multipliers and bin edges, checked: `bins` per key.
+struct ConfCalibRow<'a> {
+    multipliers: &'a [f64],
+    edges: &'a [f64],
+    bins: usize,
+}
+
+impl<'a> ConfCalibRow<'a> {
+    fn new(m: &ModelRef<'a>, row: usize) -> Result<Self> {
+        let keys = m.field_keys.map_or(0, |k| k.value_length(row) as usize);
+        let multipliers = m.floats(m.field_values, row, "field_values")?;
+        let edges = m.floats(m.field_edges, row, "field_edges")?;
+        let bins = multipliers.len() / keys.max(1);
+        if bins == 0 || multipliers.len() != keys * bins || edges.len() != keys * (bins + 1) {
+            return exec_err!("calibrate: argument model has malformed field_values/field_edges");
+        }
+        Ok(ConfCalibRow {
+            multipliers,
+            edges,
+            bins,
+        })
+    }
+
+    /// The calibrated value of the probability `s` of the key at `position`.
+    fn scale(&self, s: f64, position: usize) -> f64 {
+        let bins = self.bins;
+        let own = &self.edges[position * (bins + 1)..(position + 1) * (bins + 1)];
+        let b = own[1..bins].partition_point(|&e| e < s);
+        (s * self.multipliers[position * bins + b]).clamp(0.0, 1.0)
+    }
+}
+
+/// One confcalib model for a whole batch (a literal), resolved once: its key index and lists.
+struct PreparedConfCalib<'a> {
+    index: Arc<KeyIndex>,
+    row: ConfCalibRow<'a>,
+}
+
+impl<'a> PreparedConfCalib<'a> {
+    /// `m`'s row 0 prepared, when it is a confcalib model; `None` for any other model.
+    fn new(m: &ModelRef<'a>) -> Result<Option<Self>> {
+        if m.method.is_null(0) || m.method(0) != "confcalib" {
+            return Ok(None);
+        }
+        Ok(Some(PreparedConfCalib {
+            index: m.key_index(0)?,
+            row: ConfCalibRow::new(m, 0)?,
+        }))
+    }
+
+    fn apply(&self, s: f64, key: FieldKey<'_>) -> Result<f64> {
+        check_probability(s)?;
+        Ok(match self.index.get(key) {
+            Some(i) => self.row.scale(s, i),
+            None => s,
+        })
+    }
 }
 
 /// `numpy.interp`: linear between knots, the end values outside. Knots from `fit_isotonic`
@@ -405,7 +457,28 @@ fn interp(s: f64, x: &[f64], y: &[f64]) -> Result<f64> {
 #[derive(Debug, Default)]
 struct KeyIndex {
     by_text: HashMap<String, usize, RandomState>,
-    by_int: HashMap<i64, usize, RandomState>,
+    by_int: HashMap<i64, usize, BuildHasherDefault<IntHasher>>,
+}
+
+/// The hash of an integer key: one multiplication (Fibonacci hashing). The keys come from
+/// the model, not from a client, so a hash that resists chosen collisions is not needed.
+#[derive(Debug, Default)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 impl KeyIndex {
@@ -499,6 +572,11 @@ impl<'a> ModelRef<'a> {
 
     /// The position of `key` among the row's field keys, None for a value the fit never saw.
     fn field_position(&self, row: usize, key: FieldKey<'_>) -> Result<Option<usize>> {
+        Ok(self.key_index(row)?.get(key))
+    }
+
+    /// The key index of the row's field keys.
+    fn key_index(&self, row: usize) -> Result<Arc<KeyIndex>> {
         let Some(keys) = self.field_keys.filter(|k| k.is_valid(row)) else {
             return exec_err!("calibrate: argument model has no field_keys");
         };
@@ -523,7 +601,7 @@ impl<'a> ModelRef<'a> {
             });
             *cache = Some((range, index));
         }
-        Ok(cache.as_ref().and_then(|(_, index)| index.get(key)))
+        Ok(Arc::clone(&cache.as_ref().expect("indexed above").1))
     }
 
     fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
@@ -781,6 +859,12 @@ impl ScalarUDFImpl for Calibrate {
             Some((a, scalar)) => Some((arrow::compute::cast(a, &DataType::Utf8)?, *scalar)),
             None => None,
         };
+        // One confcalib model for the batch: resolved once, not per row.
+        let prepared = if n > 0 && model_scalar && field.is_some() && !structs.is_null(0) {
+            PreparedConfCalib::new(&view)?
+        } else {
+            None
+        };
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let si = if score_scalar { 0 } else { i };
@@ -799,6 +883,8 @@ impl ScalarUDFImpl for Calibrate {
                     let fi = if *scalar { 0 } else { i };
                     if keys.is_null(fi) {
                         None
+                    } else if let Some(p) = &prepared {
+                        Some(p.apply(s, field_key(keys, fi))?)
                     } else {
                         Some(apply_field(&view, mi, s, field_key(keys, fi))?)
                     }
