@@ -120,6 +120,26 @@ fn template(
     Ok(ctx)
 }
 
+/// A panic in one connection is a bug to report, not a reason to stop serving the others
+/// (the CLI's hook exits): it is logged, and that connection's task ends.
+fn log_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        log(&format!(
+            "internal error (a bug; its connection is closed): {payload}{location}"
+        ));
+    }));
+}
+
 pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if args.remote.is_some() && args.memory_limit.is_some() {
         return Err(super::options::UsageError(
@@ -161,6 +181,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         query_timeout,
         remote.map(Arc::new),
     )?);
+    log_panics();
     let listener = TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("--bind {}: cannot listen", args.bind))?;
