@@ -314,12 +314,33 @@ pub enum FieldKey<'a> {
     Int(i64),
 }
 
-/// Row `i` of a field column as [`calibrate`](Calibrate) compares it: Int64 (the integer
-/// fields, cast) as the integer, anything else (cast to Utf8) as text.
-fn field_key(a: &ArrayRef, i: usize) -> FieldKey<'_> {
-    match a.data_type() {
-        DataType::Int64 => FieldKey::Int(a.as_primitive::<Int64Type>().value(i)),
-        _ => FieldKey::Text(a.as_string::<i32>().value(i)),
+/// A field column as [`calibrate`](Calibrate) compares it, typed once per batch: Int64 (the
+/// integer fields, cast) by integer, anything else (cast to Utf8) by text.
+enum FieldColumn<'a> {
+    Int(&'a Int64Array),
+    Text(&'a StringArray),
+}
+
+impl<'a> FieldColumn<'a> {
+    fn of(a: &'a ArrayRef) -> Self {
+        match a.data_type() {
+            DataType::Int64 => FieldColumn::Int(a.as_primitive::<Int64Type>()),
+            _ => FieldColumn::Text(a.as_string::<i32>()),
+        }
+    }
+
+    fn is_null(&self, i: usize) -> bool {
+        match self {
+            FieldColumn::Int(a) => a.is_null(i),
+            FieldColumn::Text(a) => a.is_null(i),
+        }
+    }
+
+    fn key(&self, i: usize) -> FieldKey<'a> {
+        match self {
+            FieldColumn::Int(a) => FieldKey::Int(a.value(i)),
+            FieldColumn::Text(a) => FieldKey::Text(a.value(i)),
+        }
     }
 }
 
@@ -859,6 +880,9 @@ impl ScalarUDFImpl for Calibrate {
             Some((a, scalar)) => Some((arrow::compute::cast(a, &DataType::Utf8)?, *scalar)),
             None => None,
         };
+        let field = field
+            .as_ref()
+            .map(|(a, scalar)| (FieldColumn::of(a), *scalar));
         // One confcalib model for the batch: resolved once, not per row.
         let prepared = if n > 0 && model_scalar && field.is_some() && !structs.is_null(0) {
             PreparedConfCalib::new(&view)?
@@ -884,9 +908,9 @@ impl ScalarUDFImpl for Calibrate {
                     if keys.is_null(fi) {
                         None
                     } else if let Some(p) = &prepared {
-                        Some(p.apply(s, field_key(keys, fi))?)
+                        Some(p.apply(s, keys.key(fi))?)
                     } else {
-                        Some(apply_field(&view, mi, s, field_key(keys, fi))?)
+                        Some(apply_field(&view, mi, s, keys.key(fi))?)
                     }
                 }
             });
