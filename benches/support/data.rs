@@ -54,17 +54,31 @@ pub fn realistic_path(rows: usize) -> PathBuf {
 }
 
 pub async fn write_realistic(path: &std::path::Path, rows: usize) {
+    write_realistic_file(path, rows, "", false).await;
+}
+
+/// The realistic files' rows: `p` scaled by `p_scale` (a SQL factor such as `0.2 * `, or
+/// nothing), and with `app` a second Zipf-skewed field of 50 values.
+async fn write_realistic_file(path: &std::path::Path, rows: usize, p_scale: &str, app: bool) {
+    let (app_column, app_draw) = if app {
+        (
+            "CAST(floor(a * a * 50) AS BIGINT) AS app,\n            ",
+            "((v * 48271) % 999961) / 999961.0 AS a,\n              ",
+        )
+    } else {
+        ("", "")
+    };
     // Multiplicative hashes modulo primes above 2^32: distinct for every row number below them.
     let sql = format!(
         "COPY (SELECT p, CAST(CASE WHEN u < p THEN 1 ELSE 0 END AS TINYINT) AS y,
             CAST(floor(s * s * s * 5000) AS BIGINT) AS site,
-            0.1 + 0.9 * e AS propensity,
+            {app_column}0.1 + 0.9 * e AS propensity,
             ln(p) - ln(1 - p) + 0.5 * u AS score
           FROM (SELECT
-              (((v * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
+              {p_scale}(((v * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
               ((v * 40503) % 999983) / 999983.0 AS u,
               ((v * 69069) % 1000033) / 1000033.0 AS s,
-              (((v * 2246822519) % 4294967291) + 0.5) / 4294967292.0 AS e
+              {app_draw}(((v * 2246822519) % 4294967291) + 0.5) / 4294967292.0 AS e
             FROM (SELECT value AS v FROM generate_series(1, {rows}))))
          TO '{}' STORED AS PARQUET
          OPTIONS ('format.max_row_group_size' '1048576', 'format.compression' 'snappy')",
@@ -81,24 +95,7 @@ pub fn realistic_ctr_path(rows: usize) -> PathBuf {
 }
 
 pub async fn write_realistic_ctr(path: &std::path::Path, rows: usize) {
-    let sql = format!(
-        "COPY (SELECT p, CAST(CASE WHEN u < p THEN 1 ELSE 0 END AS TINYINT) AS y,
-            CAST(floor(s * s * s * 5000) AS BIGINT) AS site,
-            CAST(floor(a * a * 50) AS BIGINT) AS app,
-            0.1 + 0.9 * e AS propensity,
-            ln(p) - ln(1 - p) + 0.5 * u AS score
-          FROM (SELECT
-              0.2 * (((v * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
-              ((v * 40503) % 999983) / 999983.0 AS u,
-              ((v * 69069) % 1000033) / 1000033.0 AS s,
-              ((v * 48271) % 999961) / 999961.0 AS a,
-              (((v * 2246822519) % 4294967291) + 0.5) / 4294967292.0 AS e
-            FROM (SELECT value AS v FROM generate_series(1, {rows}))))
-         TO '{}' STORED AS PARQUET
-         OPTIONS ('format.max_row_group_size' '1048576', 'format.compression' 'snappy')",
-        path.display()
-    );
-    write_file(path, &sql).await;
+    write_realistic_file(path, rows, "0.2 * ", true).await;
 }
 
 /// The number in the environment variable `name`, or `default`.
