@@ -1,110 +1,55 @@
-//! Small numerical helpers shared by the metrics: the standard normal quantile.
+//! The probability distributions the metrics and tests use: the standard normal's quantile and
+//! the chi-square survival function from `statrs`, the normal CDF from `libm`'s `erfc` (to the
+//! last digit or two of scipy's, where statrs's is good to about 1e-10 relative).
 
-/// The standard normal quantile Φ⁻¹(p) for p in (0, 1): Wichura's algorithm AS 241
-/// (PPND16), accurate to about 1e-16 relative — the same values as `scipy.stats.norm.ppf`
-/// to the last digit or two.
-#[allow(clippy::inconsistent_digit_grouping, clippy::excessive_precision)]
+use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
+
+fn standard_normal() -> Normal {
+    Normal::standard()
+}
+
+/// The standard normal quantile Φ⁻¹(p): −∞ at p ≤ 0, +∞ at p ≥ 1, NaN for NaN.
 pub fn normal_quantile(p: f64) -> f64 {
+    if p.is_nan() {
+        return f64::NAN;
+    }
     if p <= 0.0 {
         return f64::NEG_INFINITY;
     }
     if p >= 1.0 {
         return f64::INFINITY;
     }
-    let q = p - 0.5;
-    if q.abs() <= 0.425 {
-        let r = 0.180625 - q * q;
-        return q
-            * (((((((2509.080_928_730_122_7 * r + 33430.575_583_588_128) * r
-                + 67265.770_927_008_7)
-                * r
-                + 45921.953_931_549_87)
-                * r
-                + 13731.693_765_509_461)
-                * r
-                + 1971.590_950_306_551_3)
-                * r
-                + 133.141_667_891_784_38)
-                * r
-                + 3.387_132_872_796_366_5)
-            / (((((((5226.495_278_852_545 * r + 28729.085_735_721_943) * r
-                + 39307.895_800_092_71)
-                * r
-                + 21213.794_301_586_597)
-                * r
-                + 5394.196_021_424_751)
-                * r
-                + 687.187_007_492_057_9)
-                * r
-                + 42.313_330_701_600_91)
-                * r
-                + 1.0);
+    standard_normal().inverse_cdf(p)
+}
+
+/// The standard normal CDF Φ(x) = erfc(−x/√2)/2.
+pub fn normal_cdf(x: f64) -> f64 {
+    0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+}
+
+/// The two-sided p-value of a standard normal statistic z: 2Φ(−|z|), NaN for NaN.
+pub fn two_sided_p(z: f64) -> f64 {
+    if z.is_nan() {
+        return f64::NAN;
     }
-    let mut r = if q < 0.0 { p } else { 1.0 - p };
-    r = (-r.ln()).sqrt();
-    let x = if r <= 5.0 {
-        r -= 1.6;
-        (((((((7.745_450_142_783_414e-4 * r + 0.022_723_844_989_269_184) * r
-            + 0.241_780_725_177_450_6)
-            * r
-            + 1.270_458_252_452_368_4)
-            * r
-            + 3.647_848_324_763_204_5)
-            * r
-            + 5.769_497_221_460_691)
-            * r
-            + 4.630_337_846_156_546)
-            * r
-            + 1.423_437_110_749_683_5)
-            / (((((((1.050_750_071_644_416_9e-9 * r + 5.475_938_084_995_345e-4) * r
-                + 0.015_198_666_563_616_457)
-                * r
-                + 0.148_103_976_427_480_08)
-                * r
-                + 0.689_767_334_985_1)
-                * r
-                + 1.676_384_830_183_803_8)
-                * r
-                + 2.053_191_626_637_759)
-                * r
-                + 1.0)
-    } else {
-        r -= 5.0;
-        (((((((2.010_334_399_292_288_1e-7 * r + 2.711_555_568_743_487_6e-5) * r
-            + 0.001_242_660_947_388_078_4)
-            * r
-            + 0.026_532_189_526_576_124)
-            * r
-            + 0.296_560_571_828_504_9)
-            * r
-            + 1.784_826_539_917_291_3)
-            * r
-            + 5.463_784_911_164_114)
-            * r
-            + 6.657_904_643_501_103)
-            / (((((((2.044_263_103_389_939_7e-15 * r + 1.421_511_758_316_446e-7) * r
-                + 1.846_318_317_510_054_8e-5)
-                * r
-                + 7.868_691_311_456_133e-4)
-                * r
-                + 0.014_875_361_290_850_615)
-                * r
-                + 0.136_929_880_922_735_8)
-                * r
-                + 0.599_832_206_555_888)
-                * r
-                + 1.0)
-    };
-    if q < 0.0 {
-        -x
-    } else {
-        x
+    (2.0 * normal_cdf(-z.abs())).min(1.0)
+}
+
+/// The chi-square survival function P(X > x) with `df` degrees of freedom; NaN when `df`
+/// is not positive or either value is NaN.
+pub fn chi_square_sf(x: f64, df: f64) -> f64 {
+    if x.is_nan() || !(df > 0.0) {
+        return f64::NAN;
+    }
+    match ChiSquared::new(df) {
+        Ok(d) => d.sf(x.max(0.0)),
+        Err(_) => f64::NAN,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::normal_quantile;
+    use super::*;
 
     #[test]
     fn normal_quantile_matches_scipy() {
@@ -125,5 +70,26 @@ mod tests {
                 "ppf({p}) = {got}, scipy {want}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod distribution_tests {
+    use super::*;
+
+    #[test]
+    fn cdf_and_chi_square_match_scipy() {
+        // scipy 1.17 `norm.cdf`, `chi2.sf`, printed with repr().
+        let close = |got: f64, want: f64| (got - want).abs() <= 1e-14 * want.abs().max(1e-300);
+        assert!(close(normal_cdf(1.959963984540054), 0.975));
+        assert!(close(normal_cdf(-3.0), 0.0013498980316300933));
+        assert!(close(two_sided_p(-1.959963984540054), 0.05));
+        assert!(close(
+            chi_square_sf(15.507313055865453, 8.0),
+            0.050000000000000024
+        ));
+        assert!(close(chi_square_sf(3.0, 2.0), 0.22313016014842982));
+        assert!(chi_square_sf(1.0, 0.0).is_nan());
+        assert!(two_sided_p(f64::NAN).is_nan());
     }
 }
