@@ -17,3 +17,4 @@ mod fit_grid;
 mod fit_robustness;
 mod fits;
 mod science;
+mod stored_models;
