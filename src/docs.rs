@@ -38,13 +38,19 @@ pub fn functions_markdown() -> String {
          Regenerate: CALIBSQL_UPDATE_DOCS=1 cargo test --test sql functions_doc -->\n\n",
     );
     out.push_str("# calibsql functions\n\n");
-    out.push_str(
+    let literals: Vec<String> = crate::udfs::literal_argument_names()
+        .iter()
+        .map(|a| format!("`{a}`"))
+        .collect();
+    let _ = write!(
+        out,
         "Every function calibsql adds to SQL, as `SHOW FUNCTIONS` documents it. Optional \
 arguments are positional (`ece(p, y, 10, 'quantile')`) or named (`ece(p, y, w => weight)`, \
 `reliability(p, y, level => 0.9)`); a named argument may skip optional ones before it, which \
-then take their defaults. Literal arguments (`n_bins`, `strategy`, `eps`, `clip`, `lambda`, \
-`eta`, `level`, `sigma`) must be constants. Aggregates skip rows whose data arguments are NULL. \
-What calibsql chose where the papers or tools leave room: [SEMANTICS.md](SEMANTICS.md).\n\n",
+then take their defaults. Literal arguments ({}) must be constants. Aggregates skip rows whose \
+data arguments are NULL. What calibsql chose where the papers or tools leave room: \
+[SEMANTICS.md](SEMANTICS.md).\n\n",
+        literals.join(", ")
     );
     for (label, funcs) in &sections {
         let _ = writeln!(out, "- [{label}](#{})", anchor(label));

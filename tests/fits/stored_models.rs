@@ -41,11 +41,36 @@ const EXPECTED: &[(&str, &str, i64, f64)] = &[
     ("fit_histogram", "histogram", 3, 0.64),
     ("fit_histogram", "histogram", 4, 0.8055555555555556),
     ("fit_histogram", "histogram", 5, 0.9166666666666666),
-    ("fit_histogram_quantile", "histogram_quantile", 1, 0.11235955056179775),
-    ("fit_histogram_quantile", "histogram_quantile", 2, 0.5466666666666666),
-    ("fit_histogram_quantile", "histogram_quantile", 3, 0.5466666666666666),
-    ("fit_histogram_quantile", "histogram_quantile", 4, 0.8169014084507042),
-    ("fit_histogram_quantile", "histogram_quantile", 5, 0.9428571428571428),
+    (
+        "fit_histogram_quantile",
+        "histogram_quantile",
+        1,
+        0.11235955056179775,
+    ),
+    (
+        "fit_histogram_quantile",
+        "histogram_quantile",
+        2,
+        0.5466666666666666,
+    ),
+    (
+        "fit_histogram_quantile",
+        "histogram_quantile",
+        3,
+        0.5466666666666666,
+    ),
+    (
+        "fit_histogram_quantile",
+        "histogram_quantile",
+        4,
+        0.8169014084507042,
+    ),
+    (
+        "fit_histogram_quantile",
+        "histogram_quantile",
+        5,
+        0.9428571428571428,
+    ),
     ("fit_ilps", "ilps", 1, 0.17688799708638336),
     ("fit_ilps", "ilps", 2, 0.5359397813126927),
     ("fit_ilps", "ilps", 3, 0.6009997326971921),
@@ -91,10 +116,15 @@ const REL: f64 = 1e-12;
 #[tokio::test]
 async fn models_stored_by_an_earlier_release_still_apply() {
     let ctx = context().await;
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/models.parquet");
-    ctx.register_parquet("stored", file.to_str().unwrap(), ParquetReadOptions::default())
-        .await
-        .unwrap();
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/models.parquet");
+    ctx.register_parquet(
+        "stored",
+        file.to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
     let plain = format!(
         "SELECT fit, model['method'], i, \
            calibrate(CASE WHEN fit IN ('fit_beta_calib', 'fit_bbq') THEN p ELSE s END, model) \

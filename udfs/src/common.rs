@@ -15,32 +15,121 @@ use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 
 /// The role of an argument, which decides how it is coerced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arg {
+pub(crate) enum Role {
     /// A numeric data column read as Float64 (p, score, weight, propensity, n, …).
-    Num(&'static str),
+    Num,
     /// A label: Boolean or numeric, 0/1 (Boolean and integer labels are not coerced).
-    Label(&'static str),
+    Label,
     /// Any hashable column, kept as is (a field for field-level metrics).
-    Any(&'static str),
+    Any,
     /// A constant integer (n_bins).
-    LitInt(&'static str),
+    LitInt,
     /// A constant string (strategy).
-    LitStr(&'static str),
+    LitStr,
     /// A constant number (eps, clip, lambda, eta).
-    LitNum(&'static str),
+    LitNum,
+}
+
+/// One argument of a function's signature: its name, its role and, for an optional argument
+/// that has one, its default — the SQL literal a call that leaves it out stands for
+/// (`Arg::lit_int("n_bins").or("15")`). The defaults are what
+/// [`argument_default`](crate::argument_default) reports, what the `_state` functions spell
+/// out in a state's parameters, and what named calls that skip the argument are completed
+/// with; a test checks that each gives the same result as leaving the argument out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Arg {
+    pub name: &'static str,
+    pub role: Role,
+    pub default: Option<&'static str>,
+    /// Must be a constant although coerced as data (a scalar's `eta`): see [`Arg::is_literal`].
+    constant: bool,
 }
 
 impl Arg {
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Arg::Num(n) | Arg::Label(n) | Arg::Any(n) => n,
-            Arg::LitInt(n) | Arg::LitStr(n) | Arg::LitNum(n) => n,
+    const fn new(name: &'static str, role: Role) -> Self {
+        Arg {
+            name,
+            role,
+            default: None,
+            constant: false,
         }
+    }
+    pub(crate) const fn num(name: &'static str) -> Self {
+        Arg::new(name, Role::Num)
+    }
+    pub(crate) const fn label(name: &'static str) -> Self {
+        Arg::new(name, Role::Label)
+    }
+    pub(crate) const fn any(name: &'static str) -> Self {
+        Arg::new(name, Role::Any)
+    }
+    pub(crate) const fn lit_int(name: &'static str) -> Self {
+        Arg::new(name, Role::LitInt)
+    }
+    pub(crate) const fn lit_str(name: &'static str) -> Self {
+        Arg::new(name, Role::LitStr)
+    }
+    pub(crate) const fn lit_num(name: &'static str) -> Self {
+        Arg::new(name, Role::LitNum)
+    }
+    /// This argument with `sql` (a SQL literal) as its default.
+    pub(crate) const fn or(self, sql: &'static str) -> Self {
+        Arg {
+            default: Some(sql),
+            ..self
+        }
+    }
+    /// A numeric argument coerced as data (to Float64, which the scalars' kernels read) that
+    /// must nevertheless be a constant, checked by the function itself.
+    pub(crate) const fn constant(self) -> Self {
+        Arg {
+            constant: true,
+            ..self
+        }
+    }
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+    /// Whether the argument must be a constant.
+    pub(crate) fn is_literal(&self) -> bool {
+        self.constant || matches!(self.role, Role::LitInt | Role::LitStr | Role::LitNum)
     }
 }
 
+/// The arguments many functions share, declared once with their defaults.
+pub(crate) mod args {
+    use super::Arg;
+
+    /// The predicted probability.
+    pub(crate) const P: Arg = Arg::num("p");
+    /// The observed label.
+    pub(crate) const Y: Arg = Arg::label("y");
+    /// A raw score.
+    pub(crate) const SCORE: Arg = Arg::num("score");
+    /// A logit.
+    pub(crate) const LOGIT: Arg = Arg::num("logit");
+    /// The field of the field-level metrics and fits.
+    pub(crate) const FIELD: Arg = Arg::any("field");
+    /// The row weight; 1 is no weight.
+    pub(crate) const W: Arg = Arg::num("w").or("1.0");
+    /// The exposure propensity (no default: leaving it out means no debiasing).
+    pub(crate) const PROPENSITY: Arg = Arg::num("propensity");
+    /// The lower clip of the propensity.
+    pub(crate) const CLIP: Arg = Arg::lit_num("clip").or("0.1");
+    /// The number of bins of the binned metrics and fits.
+    pub(crate) const N_BINS: Arg = Arg::lit_int("n_bins").or("15");
+    /// The binning strategy (the binned metrics and `fit_histogram`).
+    pub(crate) const STRATEGY: Arg = Arg::lit_str("strategy").or("'uniform'");
+    /// The log loss's clip of p away from 0 and 1.
+    pub(crate) const EPS: Arg = Arg::lit_num("eps").or("2.220446049250313e-16");
+    /// The number of knots of `fit_ilps` and `fit_field_calib`.
+    pub(crate) const N_KNOTS: Arg = Arg::lit_int("n_knots").or("100");
+    /// ConfCalib's Wilson z.
+    pub(crate) const LAMBDA: Arg = Arg::lit_num("lambda").or("1.96");
+}
+
 /// The call shape of a function: its name, its required and optional arguments.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct CallShape {
     pub name: &'static str,
     pub required: &'static [Arg],
@@ -65,10 +154,10 @@ impl CallShape {
     /// exact example per arity, which is what `SHOW FUNCTIONS` and `information_schema`
     /// list (a user-defined signature alone shows no parameters there).
     pub(crate) fn signature(&self) -> Signature {
-        let example = |a: &Arg| match a {
-            Arg::Num(_) | Arg::Label(_) | Arg::LitNum(_) => DataType::Float64,
-            Arg::LitInt(_) => DataType::Int64,
-            Arg::LitStr(_) | Arg::Any(_) => DataType::Utf8,
+        let example = |a: &Arg| match a.role {
+            Role::Num | Role::Label | Role::LitNum => DataType::Float64,
+            Role::LitInt => DataType::Int64,
+            Role::LitStr | Role::Any => DataType::Utf8,
         };
         let all: Vec<DataType> = self
             .required
@@ -134,34 +223,6 @@ impl CallShape {
     }
 }
 
-/// The SQL literal an optional argument stands for when a call leaves it out, or None for an
-/// argument that has no literal default (a data column such as `propensity`, or `sigma`
-/// whose absence means "choose it"). Named calls that skip an optional argument
-/// (`ece(p, y, w => weight)`) are completed with these by the engine (see
-/// `calibsql::named_args`), since DataFusion 55 itself cannot skip one; a test checks that
-/// every default here gives the same result as leaving the argument out.
-pub fn argument_default(func: &str, arg: &str) -> Option<&'static str> {
-    // `ece_state` takes `ece`'s arguments.
-    let func = func.strip_suffix("_state").unwrap_or(func);
-    Some(match (func, arg) {
-        ("ace", "strategy") => "'quantile'",
-        ("fit_confcalib", "n_bins") => "10",
-        (_, "n_knots") => "100",
-        ("mvce", "rounds") => "10",
-        (_, "l2") => "1.0",
-        (_, "strategy") => "'uniform'",
-        (_, "n_bins") => "15",
-        ("field_rce", "eps") => "0.01",
-        (_, "eps") => "2.220446049250313e-16",
-        (_, "clip") => "0.1",
-        (_, "w") => "1.0",
-        (_, "level") => "0.95",
-        (_, "lambda") => "1.96",
-        (_, "eta") => "0.5",
-        _ => return None,
-    })
-}
-
 /// The position of an optional weight argument `i`, or None when the call has none. A
 /// constant weight of 1 (the default a named call fills in) is the same as no weight.
 pub(crate) fn weight_col(exprs: &[Arc<dyn PhysicalExpr>], i: usize) -> Option<usize> {
@@ -177,21 +238,21 @@ pub(crate) fn weight_col(exprs: &[Arc<dyn PhysicalExpr>], i: usize) -> Option<us
 }
 
 fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
-    let ok = match arg {
-        Arg::Num(_) | Arg::LitNum(_) => t.is_numeric() || t.is_null(),
-        Arg::Label(_) => t.is_numeric() || t.is_null() || *t == DataType::Boolean,
-        Arg::Any(_) => return Ok(t.clone()),
-        Arg::LitInt(_) => t.is_numeric() || t.is_null(),
-        Arg::LitStr(_) => matches!(
+    let ok = match arg.role {
+        Role::Num | Role::LitNum => t.is_numeric() || t.is_null(),
+        Role::Label => t.is_numeric() || t.is_null() || *t == DataType::Boolean,
+        Role::Any => return Ok(t.clone()),
+        Role::LitInt => t.is_numeric() || t.is_null(),
+        Role::LitStr => matches!(
             t,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
         ),
     };
     if !ok {
-        let want = match arg {
-            Arg::Label(_) => "a Boolean or numeric 0/1 column",
-            Arg::LitStr(_) => "a string literal",
-            Arg::LitInt(_) => "an integer literal",
+        let want = match arg.role {
+            Role::Label => "a Boolean or numeric 0/1 column",
+            Role::LitStr => "a string literal",
+            Role::LitInt => "an integer literal",
             _ => "numeric",
         };
         return plan_err!(
@@ -201,13 +262,13 @@ fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
             shape.usage()
         );
     }
-    Ok(match (arg, t) {
+    Ok(match (arg.role, t) {
         // Boolean labels stay Boolean (DataFusion refuses an implicit Boolean→Float64
         // coercion) and integer labels stay integers, so that no Float64 copy of the column
         // is made before the kernels that read them natively (see labels.rs); the others get
         // them as 0.0/1.0 (kernel.rs).
-        (Arg::Label(_), t) if *t == DataType::Boolean || t.is_integer() => t.clone(),
-        (Arg::Num(_) | Arg::Label(_), _) => DataType::Float64,
+        (Role::Label, t) if *t == DataType::Boolean || t.is_integer() => t.clone(),
+        (Role::Num | Role::Label, _) => DataType::Float64,
         _ => t.clone(),
     })
 }

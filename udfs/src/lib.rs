@@ -30,55 +30,21 @@ mod labels;
 pub mod metrics;
 pub mod model;
 mod optim;
+mod registry;
 pub mod scalars;
 pub mod state;
 pub mod stats;
 mod values;
 
-pub use common::argument_default;
 pub use metrics::{auc, binned, binning, field, loss};
+pub use registry::{argument_default, literal_argument_names};
 
-use binned::{Binned, BinnedKind};
-use field::{FieldKind, FieldMetric};
-use fit::{Fit, FitMethod};
-use loss::{LossKind, MeanLoss};
-use scalars::{CalibScalar, ScalarKind};
+use fit::Fit;
 
-/// Every aggregate of this crate.
+/// Every aggregate of this crate: the registry's aggregates, then their `_state` / `_merge`
+/// twins.
 pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
-    let udaf = |f| Arc::new(AggregateUDF::new_from_shared_impl(f));
-    vec![
-        udaf(Arc::new(Binned::new(BinnedKind::Ece))),
-        udaf(Arc::new(Binned::new(BinnedKind::Mce))),
-        udaf(Arc::new(Binned::new(BinnedKind::Reliability))),
-        udaf(Arc::new(Binned::new(BinnedKind::Ace))),
-        udaf(Arc::new(Binned::new(BinnedKind::Rmsce))),
-        udaf(Arc::new(MeanLoss::new(LossKind::LogLoss))),
-        udaf(Arc::new(MeanLoss::new(LossKind::Brier))),
-        udaf(Arc::new(MeanLoss::new(LossKind::IpsLogLoss))),
-        udaf(Arc::new(MeanLoss::new(LossKind::NormalizedEntropy))),
-        udaf(Arc::new(auc::Auc::new())),
-        udaf(Arc::new(metrics::smooth::SmoothEce::new())),
-        udaf(Arc::new(metrics::debiased::EceDebiased::new())),
-        udaf(Arc::new(FieldMetric::new(FieldKind::Ece))),
-        udaf(Arc::new(FieldMetric::new(FieldKind::Rce))),
-        udaf(Arc::new(metrics::multi_field::MultiFieldRce::new())),
-        udaf(Arc::new(metrics::mvce::Mvce::new())),
-        udaf(Arc::new(Fit::new(FitMethod::Platt))),
-        udaf(Arc::new(Fit::new(FitMethod::Temperature))),
-        udaf(Arc::new(Fit::new(FitMethod::Beta))),
-        udaf(Arc::new(Fit::new(FitMethod::Gaussian))),
-        udaf(Arc::new(Fit::new(FitMethod::Gamma))),
-        udaf(Arc::new(Fit::new(FitMethod::Isotonic))),
-        udaf(Arc::new(Fit::new(FitMethod::Histogram))),
-        udaf(Arc::new(Fit::new(FitMethod::Ilps))),
-        udaf(Arc::new(Fit::new(FitMethod::Bbq))),
-        udaf(Arc::new(fit::FieldFit::new(FitMethod::ConfCalib))),
-        udaf(Arc::new(fit::FieldFit::new(FitMethod::FieldCalib))),
-    ]
-    .into_iter()
-    .chain(state::state_functions())
-    .collect()
+    registry::aggregates()
 }
 
 /// `udaf` keeping `cap` distinct scores exactly per group before pooling them into grid
@@ -101,20 +67,7 @@ pub fn with_exact_cap(udaf: &AggregateUDF, cap: usize) -> Option<AggregateUDF> {
 
 /// Every scalar function of this crate.
 pub fn all_scalar_functions() -> Vec<Arc<ScalarUDF>> {
-    [
-        ScalarKind::Sigmoid,
-        ScalarKind::Logit,
-        ScalarKind::WilsonInterval,
-        ScalarKind::WilsonZ,
-        ScalarKind::ConfCalibMultiplier,
-        ScalarKind::PopularityPropensity,
-    ]
-    .into_iter()
-    .map(|k| Arc::new(ScalarUDF::new_from_impl(CalibScalar::new(k))))
-    .chain(std::iter::once(Arc::new(ScalarUDF::new_from_impl(
-        model::Calibrate::new(),
-    ))))
-    .collect()
+    registry::scalars()
 }
 
 /// Registers every function of this crate on `registry` (a `SessionState`, or any

@@ -1,6 +1,8 @@
 //! The calibration model — one Arrow struct type shared by every `fit_*` aggregate, so
 //! models of different methods can be stored in one Parquet table, unioned and compared —
-//! and `calibrate(score, model)`, which applies any of them.
+//! and `calibrate(score, model [, field])`, which applies any of them through its method's
+//! calibrator (`crate::fit`): the schema and its Arrow conversion, the typed view of a model
+//! column ([`ModelRef`], with the accessors the calibrators' `apply` read), and the UDF.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher, RandomState};
@@ -20,7 +22,7 @@ use datafusion_expr::{
 };
 use datafusion_macros::user_doc;
 
-use crate::scalars::sigmoid;
+pub use crate::fit::Method;
 
 /// The fields of the model struct, in order.
 pub fn model_fields() -> Fields {
@@ -56,9 +58,9 @@ pub fn model_type() -> DataType {
 }
 
 /// A fitted model, one row of the model struct.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Model {
-    pub method: String,
+    pub method: Method,
     pub a: Option<f64>,
     pub b: Option<f64>,
     pub c: Option<f64>,
@@ -81,14 +83,25 @@ pub struct Model {
 }
 
 impl Model {
-    pub(crate) fn new(method: &str, rows: i64, s_min: f64, s_max: f64) -> Self {
+    pub(crate) fn new(method: Method, rows: i64, s_min: f64, s_max: f64) -> Self {
         Model {
-            method: method.to_string(),
+            method,
             s_min: Some(s_min),
             s_max: Some(s_max),
             n: Some(rows),
             weight: Some(rows as f64),
-            ..Default::default()
+            a: None,
+            b: None,
+            c: None,
+            shift: None,
+            knots_x: None,
+            knots_y: None,
+            loss: None,
+            iterations: None,
+            converged: None,
+            field_keys: None,
+            field_values: None,
+            field_edges: None,
         }
     }
 }
@@ -198,112 +211,12 @@ pub(crate) fn models_to_array(models: &[Option<Model>]) -> Result<ArrayRef> {
 
 /// Evaluates one model at a score.
 pub fn apply(m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
-    let num = |name: &str, col: Option<&Float64Array>| -> Result<f64> {
-        match col {
-            Some(c) if c.is_valid(row) => Ok(c.value(row)),
-            _ => exec_err!(
-                "calibrate: argument model ({} model) has no {name}",
-                m.method(row)
-            ),
-        }
-    };
-    // A model read back from a file may have been edited: check the range before clamping
-    // (f64::clamp panics on NaN or reversed bounds).
-    let range = || -> Result<(f64, f64)> {
-        let (lo, hi) = (num("s_min", m.s_min)?, num("s_max", m.s_max)?);
-        if lo <= hi {
-            Ok((lo, hi))
-        } else {
-            exec_err!("calibrate: argument model has an empty range: s_min {lo}, s_max {hi}")
-        }
-    };
-    let clamp = |s: f64| -> Result<f64> {
-        let (lo, hi) = range()?;
-        Ok(s.clamp(lo, hi))
-    };
-    Ok(match m.method(row) {
-        "platt" => {
-            // b = 0 is a constant model (the data did not rank the labels): σ(c) at every
-            // score, also at ±Infinity, where b·s would be NaN.
-            let (b, c) = (num("b", m.b)?, num("c", m.c)?);
-            sigmoid(if b == 0.0 { c } else { b * s + c })
-        }
-        "temperature" => {
-            let t = num("a", m.a)?;
-            if t.is_nan() || t <= 0.0 {
-                return exec_err!("calibrate: argument model has temperature a = {t}, expected > 0");
-            }
-            // T = +Infinity is the constant 0.5, also at a score of ±Infinity (∞/∞ is NaN).
-            if t == f64::INFINITY {
-                0.5
-            } else {
-                sigmoid(s / t)
-            }
-        }
-        "beta" => {
-            if !(0.0..=1.0).contains(&s) {
-                return exec_err!(
-                    "calibrate: a beta model takes a probability in [0, 1] as score, got {s}"
-                );
-            }
-            let p = crate::fit::beta_clip(s);
-            sigmoid(num("a", m.a)? * p.ln() - num("b", m.b)? * (-p).ln_1p() + num("c", m.c)?)
-        }
-        "gaussian" => {
-            let s = clamp(s)?;
-            sigmoid((num("a", m.a)? * s + num("b", m.b)?) * s + num("c", m.c)?)
-        }
-        "gamma" => {
-            let sp = clamp(s)? - num("shift", m.shift)?;
-            sigmoid(num("a", m.a)? * sp.ln() + num("b", m.b)? * sp + num("c", m.c)?)
-        }
-        "isotonic" => {
-            let (x, y) = m.knots(row)?;
-            interp(s, x, y)?
-        }
-        "ilps" => {
-            let (x, y) = m.knots(row)?;
-            sigmoid(interp(s, x, y)?)
-        }
-        "histogram_quantile" | "bbq" => {
-            // BBQ is fitted on probabilities (fit_bbq refuses others), so it applies to them.
-            if m.method(row) == "bbq" && !(0.0..=1.0).contains(&s) {
-                return exec_err!(
-                    "calibrate: a bbq model takes a probability in [0, 1] as score, got {s}"
-                );
-            }
-            // Bins closed on the right: the number of inner edges strictly below s.
-            let (x, y) = m.knots(row)?;
-            let inner = &x[1..x.len() - 1];
-            y[inner.partition_point(|&e| e < s).min(y.len() - 1)]
-        }
-        "histogram" => {
-            let (_, y) = m.knots(row)?;
-            let (lo, hi) = range()?;
-            let bins = y.len();
-            let k = if hi > lo {
-                (((s.clamp(lo, hi) - lo) / (hi - lo) * bins as f64).floor() as usize).min(bins - 1)
-            } else {
-                0
-            };
-            y[k]
-        }
-        field if is_field_method(field) => {
-            return exec_err!(
-                "calibrate: a {field} model needs the field: call calibrate(score, model, field)"
-            )
-        }
-        other => {
-            return exec_err!(
-                "calibrate: argument model has unknown method '{other}' (expected platt, temperature, beta, gaussian, gamma, isotonic, histogram, histogram_quantile, ilps, bbq, field_calib or confcalib)"
-            )
-        }
-    })
+    m.method(row)?.calibrator().apply(m, row, s)
 }
 
 /// Whether a model method is field-aware (applied by `calibrate(score, model, field)`).
 pub fn is_field_method(method: &str) -> bool {
-    matches!(method, "field_calib" | "confcalib")
+    Method::parse(method).is_some_and(Method::is_field_aware)
 }
 
 /// A field value as `calibrate` compares it with a model's keys: as text, or, for an integer
@@ -346,45 +259,11 @@ impl<'a> FieldColumn<'a> {
 
 /// Evaluates a field-aware model at a score and a field value.
 pub fn apply_field(m: &ModelRef<'_>, row: usize, s: f64, key: FieldKey<'_>) -> Result<f64> {
-    let method = m.method(row);
-    if !is_field_method(method) {
-        return exec_err!(
-            "calibrate: a {method} model takes no field; call calibrate(score, model)"
-        );
-    }
-    let position = m.field_position(row, key)?;
-    Ok(match m.method(row) {
-        "field_calib" => {
-            let (x, y) = m.knots(row)?;
-            let offsets = m.floats(m.field_values, row, "field_values")?;
-            let g = match position {
-                Some(i) => match offsets.get(i) {
-                    Some(g) => *g,
-                    None => {
-                        return exec_err!("calibrate: argument model has malformed field_values")
-                    }
-                },
-                None => 0.0,
-            };
-            sigmoid(interp(s, x, y)? + g)
-        }
-        "confcalib" => {
-            check_probability(s)?;
-            match position {
-                Some(i) => ConfCalibRow::new(m, row)?.scale(s, i),
-                None => s,
-            }
-        }
-        other => {
-            return exec_err!(
-                "calibrate: a {other} model takes no field; call calibrate(score, model)"
-            )
-        }
-    })
+    m.method(row)?.calibrator().apply_field(m, row, s, key)
 }
 
 /// A confcalib model takes probabilities.
-fn check_probability(s: f64) -> Result<()> {
+pub(crate) fn check_probability(s: f64) -> Result<()> {
     if (0.0..=1.0).contains(&s) {
         Ok(())
     } else {
@@ -393,14 +272,14 @@ fn check_probability(s: f64) -> Result<()> {
 }
 
 /// A confcalib model row's multipliers and bin edges, checked: `bins` per key.
-struct ConfCalibRow<'a> {
+pub(crate) struct ConfCalibRow<'a> {
     multipliers: &'a [f64],
     edges: &'a [f64],
     bins: usize,
 }
 
 impl<'a> ConfCalibRow<'a> {
-    fn new(m: &ModelRef<'a>, row: usize) -> Result<Self> {
+    pub(crate) fn new(m: &ModelRef<'a>, row: usize) -> Result<Self> {
         let keys = m.field_keys.map_or(0, |k| k.value_length(row) as usize);
         let multipliers = m.floats(m.field_values, row, "field_values")?;
         let edges = m.floats(m.field_edges, row, "field_edges")?;
@@ -416,7 +295,7 @@ impl<'a> ConfCalibRow<'a> {
     }
 
     /// The calibrated value of the probability `s` of the key at `position`.
-    fn scale(&self, s: f64, position: usize) -> f64 {
+    pub(crate) fn scale(&self, s: f64, position: usize) -> f64 {
         let bins = self.bins;
         let own = &self.edges[position * (bins + 1)..(position + 1) * (bins + 1)];
         let b = own[1..bins].partition_point(|&e| e < s);
@@ -433,7 +312,7 @@ struct PreparedConfCalib<'a> {
 impl<'a> PreparedConfCalib<'a> {
     /// `m`'s row 0 prepared, when it is a confcalib model; `None` for any other model.
     fn new(m: &ModelRef<'a>) -> Result<Option<Self>> {
-        if m.method.is_null(0) || m.method(0) != "confcalib" {
+        if m.method.is_null(0) || m.method_name(0) != Method::ConfCalib.as_str() {
             return Ok(None);
         }
         Ok(Some(PreparedConfCalib {
@@ -454,7 +333,7 @@ impl<'a> PreparedConfCalib<'a> {
 /// `numpy.interp`: linear between knots, the end values outside. Knots from `fit_isotonic`
 /// are increasing; the segment used is checked, so an edited model with unordered knots is
 /// an error rather than a wrong number.
-fn interp(s: f64, x: &[f64], y: &[f64]) -> Result<f64> {
+pub(crate) fn interp(s: f64, x: &[f64], y: &[f64]) -> Result<f64> {
     let n = x.len();
     if s <= x[0] {
         return Ok(y[0]);
@@ -565,7 +444,7 @@ pub struct ModelRef<'a> {
     knots_x: Option<&'a ListArray>,
     knots_y: Option<&'a ListArray>,
     field_keys: Option<&'a ListArray>,
-    field_values: Option<&'a ListArray>,
+    pub(crate) field_values: Option<&'a ListArray>,
     field_edges: Option<&'a ListArray>,
     /// The `knots_x` slice last checked to be increasing (a constant model is checked once).
     checked: std::cell::Cell<Option<(*const f64, usize)>>,
@@ -575,12 +454,100 @@ pub struct ModelRef<'a> {
 }
 
 impl<'a> ModelRef<'a> {
-    fn method(&self, row: usize) -> &'a str {
+    /// The stored method text of row `row`.
+    pub(crate) fn method_name(&self, row: usize) -> &'a str {
         self.method.value(row)
     }
 
+    /// The method of row `row`; an unknown one is an error that lists the known ones.
+    pub(crate) fn method(&self, row: usize) -> Result<Method> {
+        let name = self.method_name(row);
+        match Method::parse(name) {
+            Some(m) => Ok(m),
+            None => {
+                let known: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
+                let (last, rest) = known.split_last().expect("calibrators are listed");
+                exec_err!(
+                    "calibrate: argument model has unknown method '{name}' (expected {} or {last})",
+                    rest.join(", ")
+                )
+            }
+        }
+    }
+
+    /// The number `name` (a Float64 field: `a`, `b`, `c`, `shift`, `s_min`, `s_max`) of row
+    /// `row`, or an error naming it.
+    pub(crate) fn num(&self, row: usize, name: &str) -> Result<f64> {
+        let col = match name {
+            "a" => self.a,
+            "b" => self.b,
+            "c" => self.c,
+            "shift" => self.shift,
+            "s_min" => self.s_min,
+            "s_max" => self.s_max,
+            _ => None,
+        };
+        match col {
+            Some(c) if c.is_valid(row) => Ok(c.value(row)),
+            _ => exec_err!(
+                "calibrate: argument model ({} model) has no {name}",
+                self.method_name(row)
+            ),
+        }
+    }
+
+    /// The fitted range [s_min, s_max] of row `row`. A model read back from a file may have
+    /// been edited, so the range is checked (`f64::clamp` panics on NaN or reversed bounds).
+    pub(crate) fn range(&self, row: usize) -> Result<(f64, f64)> {
+        let (lo, hi) = (self.num(row, "s_min")?, self.num(row, "s_max")?);
+        if lo <= hi {
+            Ok((lo, hi))
+        } else {
+            exec_err!("calibrate: argument model has an empty range: s_min {lo}, s_max {hi}")
+        }
+    }
+
+    /// `s` clamped into the fitted range of row `row`.
+    pub(crate) fn clamp(&self, row: usize, s: f64) -> Result<f64> {
+        let (lo, hi) = self.range(row)?;
+        Ok(s.clamp(lo, hi))
+    }
+
+    /// A step function with bins closed on the right (`histogram_quantile`, `bbq`): the edges
+    /// in `knots_x`, one more than the values in `knots_y`; `s` takes the value of the number
+    /// of inner edges strictly below it.
+    pub(crate) fn right_closed_step(&self, row: usize, s: f64) -> Result<f64> {
+        let (x, y) = self.knots(row)?;
+        if x.len() != y.len() + 1 {
+            return exec_err!("calibrate: argument model has malformed knots");
+        }
+        let inner = &x[1..x.len() - 1];
+        Ok(y[inner.partition_point(|&e| e < s).min(y.len() - 1)])
+    }
+
+    /// The knots of row `row` as the points of a curve (`isotonic`, `ilps`): as many x as y,
+    /// x increasing (checked once per model slice).
+    pub(crate) fn increasing_knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
+        let (x, y) = self.knots(row)?;
+        if x.len() != y.len() {
+            return exec_err!("calibrate: argument model has malformed knots");
+        }
+        if self.checked.get() != Some((x.as_ptr(), x.len())) {
+            if !x.windows(2).all(|w| w[0] < w[1]) {
+                return exec_err!("calibrate: argument model has knots_x that are not increasing");
+            }
+            self.checked.set(Some((x.as_ptr(), x.len())));
+        }
+        Ok((x, y))
+    }
+
     /// A Float64 list of this row, or an error naming it.
-    fn floats(&self, l: Option<&'a ListArray>, row: usize, name: &str) -> Result<&'a [f64]> {
+    pub(crate) fn floats(
+        &self,
+        l: Option<&'a ListArray>,
+        row: usize,
+        name: &str,
+    ) -> Result<&'a [f64]> {
         match l {
             Some(l) if l.is_valid(row) => {
                 let offs = l.value_offsets();
@@ -592,7 +559,7 @@ impl<'a> ModelRef<'a> {
     }
 
     /// The position of `key` among the row's field keys, None for a value the fit never saw.
-    fn field_position(&self, row: usize, key: FieldKey<'_>) -> Result<Option<usize>> {
+    pub(crate) fn field_position(&self, row: usize, key: FieldKey<'_>) -> Result<Option<usize>> {
         Ok(self.key_index(row)?.get(key))
     }
 
@@ -625,7 +592,8 @@ impl<'a> ModelRef<'a> {
         Ok(Arc::clone(&cache.as_ref().expect("indexed above").1))
     }
 
-    fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
+    /// The knots `knots_x`, `knots_y` of row `row` (`knots_y` not empty).
+    pub(crate) fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
         let part = |l: Option<&'a ListArray>, name: &str| -> Result<&'a [f64]> {
             match l {
                 Some(l) if l.is_valid(row) => {
@@ -640,20 +608,8 @@ impl<'a> ModelRef<'a> {
             part(self.knots_x, "knots_x")?,
             part(self.knots_y, "knots_y")?,
         );
-        let method = self.method(row);
-        if y.is_empty()
-            || (matches!(method, "isotonic" | "ilps") && x.len() != y.len())
-            || (matches!(method, "histogram_quantile" | "bbq") && x.len() != y.len() + 1)
-        {
+        if y.is_empty() {
             return exec_err!("calibrate: argument model has malformed knots");
-        }
-        if matches!(method, "isotonic" | "ilps")
-            && self.checked.get() != Some((x.as_ptr(), x.len()))
-        {
-            if !x.windows(2).all(|w| w[0] < w[1]) {
-                return exec_err!("calibrate: argument model has knots_x that are not increasing");
-            }
-            self.checked.set(Some((x.as_ptr(), x.len())));
         }
         Ok((x, y))
     }
@@ -774,6 +730,13 @@ impl Calibrate {
             "field".to_string(),
         ]);
         Self { signature }
+    }
+}
+
+/// `calibrate(score, model [, field])` has no argument with a default.
+impl crate::registry::Shaped for Calibrate {
+    fn call_shape(&self) -> Option<crate::common::CallShape> {
+        None
     }
 }
 

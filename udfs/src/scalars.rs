@@ -187,25 +187,37 @@ impl CalibScalar {
     }
 
     fn shape(&self) -> CallShape {
-        use Arg::Num;
+        const fn num(name: &'static str) -> Arg {
+            Arg::num(name)
+        }
+        const NONE: &[Arg] = &[];
         let (name, required, optional): (_, &'static [Arg], &'static [Arg]) = match self.kind {
-            ScalarKind::Sigmoid => ("sigmoid", &[Num("x")], &[]),
-            ScalarKind::Logit => ("logit", &[Num("p")], &[]),
+            ScalarKind::Sigmoid => ("sigmoid", const { &[num("x")] }, NONE),
+            ScalarKind::Logit => ("logit", const { &[num("p")] }, NONE),
             ScalarKind::WilsonInterval => (
                 "wilson_interval",
-                &[Num("pos_rate"), Num("n"), Num("z")],
-                &[],
+                const { &[num("pos_rate"), num("n"), num("z")] },
+                NONE,
             ),
-            ScalarKind::WilsonZ => ("wilson_z", &[Num("p_hat"), Num("pos_rate"), Num("n")], &[]),
+            ScalarKind::WilsonZ => (
+                "wilson_z",
+                const { &[num("p_hat"), num("pos_rate"), num("n")] },
+                NONE,
+            ),
             ScalarKind::ConfCalibMultiplier => (
                 "confcalib_multiplier",
-                &[Num("p_hat"), Num("pos_rate"), Num("n")],
-                &[Num("lambda")],
+                const { &[num("p_hat"), num("pos_rate"), num("n")] },
+                const { &[num("lambda").or("1.96").constant()] },
             ),
             ScalarKind::PopularityPropensity => (
                 "popularity_propensity",
-                &[Num("count"), Num("max_count")],
-                &[Num("eta"), Num("clip")],
+                const { &[num("count"), num("max_count")] },
+                const {
+                    &[
+                        num("eta").or("0.5").constant(),
+                        num("clip").or("0.1").constant(),
+                    ]
+                },
             ),
         };
         CallShape {
@@ -256,6 +268,12 @@ fn wilson_fields() -> Fields {
         Field::new("lower", DataType::Float64, true),
         Field::new("upper", DataType::Float64, true),
     ])
+}
+
+impl crate::registry::Shaped for CalibScalar {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(self.shape())
+    }
 }
 
 impl ScalarUDFImpl for CalibScalar {

@@ -1,13 +1,12 @@
-//! Field-aware calibrators: one fit state per value of a field inside each group.
+//! The field-aware fitting aggregate [`FieldFit`] (`fit_confcalib`, confcalib.rs, and
+//! `fit_field_calib`, field_calib.rs): one fit state per value of a field inside each group.
 //!
 //! The kernel nests the fits' own [`FitKernel`]: each (group, field value) pair is one inner
 //! group, so rows, merges and memory accounting are the fits' (exact distinct scores, then
 //! the fixed grid). The partial state is the group's field values (`keys`, as text) and,
 //! for each of the fits' state columns, the list of the inner states of those values.
-//!
-//! - `fit_confcalib(p, y, field [, n_bins [, lambda]])`: ConfCalib (Zhao et al. §3.2) with
-//!   `n_bins` equal-frequency bins inside each field value ('quantile' rule), each bin's
-//!   multiplier `confcalib_multiplier(mean p, mean y, count, lambda)`.
+//! Each group's model is its calibrator's [`fit_fields`](super::calibrator::Calibrator::fit_fields)
+//! over the group's field values' states.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -21,109 +20,20 @@ use datafusion_common::{internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
-use datafusion_macros::user_doc;
 
-use crate::common::{list_array, list_type, literal_checked, n_bins, Arg, CallShape};
+use crate::common::{list_array, list_type, CallShape};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
-use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
 use crate::model::Model;
-use crate::scalars::confcalib_multiplier;
 
+use super::calibrator::Settings;
 use super::kernel::FitKernel;
-use super::nonparametric::points_loss;
 use super::state::FitState;
-use super::{fit_state_fields, FitMethod};
-
-/// Default bins per field value of `fit_confcalib`.
-pub const DEFAULT_CONFCALIB_BINS: usize = 10;
-/// Default `l2` of `fit_field_calib`.
-pub const DEFAULT_FIELD_L2: f64 = 1.0;
-/// Default `lambda` of `fit_confcalib` (as `confcalib_multiplier`).
-pub const DEFAULT_CONFCALIB_LAMBDA: f64 = 1.96;
-
-#[user_doc(
-    doc_section(label = "Calibrators"),
-    description = "Fits ConfCalib for one field (Zhao et al. 2024, §3.2): inside each value of `field`, the rows are cut \
-into `n_bins` equal-frequency bins by p (edges `numpy.percentile` of that value's p, the 'quantile' rule of the binned \
-metrics; bins closed on the right), and each bin gets the multiplier `confcalib_multiplier(mean p, mean y, count, \
-lambda)`: the observed rate shrunk toward the prediction by a Wilson interval whose confidence grows with the \
-evidence. `calibrate(p, model, field)` returns `p · m(value, bin of p)` clipped to [0, 1]; a value the fit never saw \
-keeps p. An empty bin, or one whose mean p is 0, has multiplier 1. The model keeps the values in `field_keys`, \
-`n_bins + 1` edges per value in `field_edges` and `n_bins` multipliers per value in `field_values`.",
-    syntax_example = "fit_confcalib(p, y, field [, n_bins [, lambda]])",
-    sql_example = r#"```sql
-> SELECT f, round(calibrate(0.2, m, f), 4) AS p
-  FROM (SELECT fit_confcalib(p, y, f, 1, 0.0) AS m
-        FROM (VALUES (0.2, 1, 'a'), (0.2, 0, 'a'), (0.2, 0, 'b'), (0.2, 0, 'b')) AS t(p, y, f))
-  CROSS JOIN (VALUES ('a'), ('b'), ('c')) AS v(f) ORDER BY f;
-+---+-----+
-| f | p   |
-+---+-----+
-| a | 0.5 |
-| b | 0.0 |
-| c | 0.2 |
-+---+-----+
-```"#,
-    argument(name = "p", description = "The predicted probability, in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "field",
-        description = "The field whose values are calibrated separately (any type; compared as text)."
-    ),
-    argument(
-        name = "n_bins",
-        description = "Bins per field value, an integer constant in [1, 10000]. Default 10."
-    ),
-    argument(
-        name = "lambda",
-        description = "Bound of the shrunk deviation, a constant >= 0. Default 1.96; 0 trusts each bin's observed rate entirely."
-    )
-)]
-struct FitConfCalibDoc;
-
-#[user_doc(
-    doc_section(label = "Calibrators"),
-    description = "Fits field-aware calibration (Pan et al. 2020, eq. 7, the paper's \"ILPS & field z only\" variant): \
-`σ(η(logit) + g_z)`, η as `fit_ilps` (ordered values at the knots logit(k/(n_knots+1)), constant outside) and one \
-offset g_z per value z of `field`, fitted jointly by minimising the summed log loss plus `l2/2 · Σ g_z²` (default \
-l2 = 1: values with few rows stay near 0, the sparsity problem Zhao et al. raise; l2 = 0 leaves the split between η \
-and the offsets free, the predictions are still determined). `calibrate(logit, model, field)` applies it; a value the \
-fit never saw gets offset 0. The model keeps the knots in `knots_x`/`knots_y`, the values in `field_keys` and their \
-offsets in `field_values`; `loss` is the mean log loss without the penalty.",
-    syntax_example = "fit_field_calib(logit, y, field [, n_knots [, l2]])",
-    sql_example = r#"```sql
-> SELECT f, calibrate(0.0, m, f) > 0.5 AS above
-  FROM (SELECT fit_field_calib(l, y, f, 3) AS m
-        FROM (VALUES (0.0, 1, 'a'), (0.0, 1, 'a'), (0.0, 0, 'a'), (0.0, 0, 'b'), (0.0, 0, 'b'), (0.0, 1, 'b')) AS t(l, y, f))
-  CROSS JOIN (VALUES ('a'), ('b')) AS v(f) ORDER BY f;
-+---+-------+
-| f | above |
-+---+-------+
-| a | true  |
-| b | false |
-+---+-------+
-```"#,
-    argument(name = "logit", description = "The model's logit (any finite number)."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "field",
-        description = "The field whose values get their own offset (any type; compared as text)."
-    ),
-    argument(
-        name = "n_knots",
-        description = "Number of knots of η, an integer constant in [1, 1000]. Default 100."
-    ),
-    argument(
-        name = "l2",
-        description = "L2 penalty on the offsets (on the summed loss), a constant >= 0. Default 1.0."
-    )
-)]
-struct FitFieldCalibDoc;
+use super::{fit_state_fields, Method};
 
 /// A field-aware fitting aggregate.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct FieldFit {
-    method: FitMethod,
+    method: Method,
     signature: Signature,
     /// Distinct scores kept exactly per (group, field value); `None`: the method's default.
     exact_cap: Option<usize>,
@@ -133,44 +43,18 @@ super::fit_constructors!(FieldFit);
 
 impl FieldFit {
     fn shape(&self) -> CallShape {
-        if self.method == FitMethod::FieldCalib {
-            return CallShape {
-                name: self.method.function_name(),
-                required: &[Arg::Num("logit"), Arg::Label("y"), Arg::Any("field")],
-                optional: &[Arg::LitInt("n_knots"), Arg::LitNum("l2")],
-            };
-        }
-        CallShape {
-            name: self.method.function_name(),
-            required: &[Arg::Num("p"), Arg::Label("y"), Arg::Any("field")],
-            optional: &[Arg::LitInt("n_bins"), Arg::LitNum("lambda")],
-        }
+        self.method.calibrator().shape()
     }
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<FieldFitKernel> {
-        let func = self.method.function_name();
-        let field_calib = self.method == FitMethod::FieldCalib;
-        let bins = match (args.exprs.get(3), field_calib) {
-            (Some(e), true) => super::n_knots(func, e)?,
-            (Some(e), false) => n_bins(func, e)?,
-            (None, true) => super::DEFAULT_KNOTS,
-            (None, false) => DEFAULT_CONFCALIB_BINS,
-        };
-        let name = if field_calib { "l2" } else { "lambda" };
-        let lambda = match args.exprs.get(4) {
-            Some(e) => literal_checked(func, name, e, "finite and >= 0", |x| {
-                x.is_finite() && x >= 0.0
-            })?,
-            None if field_calib => DEFAULT_FIELD_L2,
-            None => DEFAULT_CONFCALIB_LAMBDA,
-        };
+        let (settings, _, _) = super::settings(&self.shape(), args)?;
         Ok(FieldFitKernel {
             method: self.method,
-            bins,
-            lambda,
+            settings,
             inner: FitKernel::for_field(
                 self.method,
                 self.exact_cap.unwrap_or(self.method.exact_cap()),
+                settings,
             ),
             keys: vec![],
         })
@@ -200,11 +84,7 @@ impl AggregateUDFImpl for FieldFit {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        if self.method == FitMethod::FieldCalib {
-            FitFieldCalibDoc.doc()
-        } else {
-            FitConfCalibDoc.doc()
-        }
+        self.method.calibrator().documentation()
     }
 }
 
@@ -237,9 +117,8 @@ impl GroupKeys {
 
 #[derive(Debug)]
 pub(crate) struct FieldFitKernel {
-    method: FitMethod,
-    bins: usize,
-    lambda: f64,
+    method: Method,
+    settings: Settings,
     /// One fit state per (group, field value).
     inner: FitKernel,
     keys: Vec<GroupKeys>,
@@ -280,18 +159,7 @@ impl FieldFitKernel {
         if states.is_empty() {
             return None;
         }
-        if self.method == FitMethod::FieldCalib {
-            let rows: i64 = states.iter().map(|(_, st)| st.rows).sum();
-            let (lo, hi) = states
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |acc, (_, st)| {
-                    (acc.0.min(st.s_min), acc.1.max(st.s_max))
-                });
-            let mut m = Model::new(self.method.model_name(), rows, lo, hi);
-            super::field_calib::field_calib(&states, self.bins, self.lambda, &mut m);
-            return Some(m);
-        }
-        Some(confcalib(&states, self.bins, self.lambda))
+        self.method.calibrator().fit_fields(&states, &self.settings)
     }
 }
 
@@ -299,8 +167,7 @@ impl Kernel for FieldFitKernel {
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             method: self.method,
-            bins: self.bins,
-            lambda: self.lambda,
+            settings: self.settings,
             inner: self.inner.empty()?,
             keys: vec![],
         })
@@ -411,71 +278,4 @@ impl Kernel for FieldFitKernel {
             + self.keys.iter().map(GroupKeys::bytes).sum::<usize>()
             + self.keys.capacity() * size_of::<GroupKeys>()
     }
-}
-
-/// ConfCalib over the field values' states (see the module documentation).
-fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
-    let rows: i64 = states.iter().map(|(_, st)| st.rows).sum();
-    let (s_min, s_max) = states
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |acc, (_, st)| {
-            (acc.0.min(st.s_min), acc.1.max(st.s_max))
-        });
-    let mut m = Model::new(FitMethod::ConfCalib.model_name(), rows, s_min, s_max);
-    let (mut keys, mut edges_all, mut multipliers) = (vec![], vec![], vec![]);
-    let mut loss_sum = 0.0;
-    for (key, st) in states {
-        let pts = st.sorted_points();
-        let edges = quantile_edges_of_points(&pts, bins);
-        let inner = &edges[1..bins];
-        let bin_of = |p: f64| inner.partition_point(|&e| e < p);
-        let (mut n, mut sp, mut t) = (vec![0.0; bins], vec![0.0; bins], vec![0.0; bins]);
-        for &(p, pn, pt) in &pts {
-            let b = bin_of(p);
-            n[b] += pn;
-            sp[b] += pn * p;
-            t[b] += pt;
-        }
-        let mult: Vec<f64> = (0..bins)
-            .map(|b| {
-                if n[b] == 0.0 {
-                    return 1.0;
-                }
-                let (mean_p, rate) = (sp[b] / n[b], t[b] / n[b]);
-                confcalib_multiplier(mean_p.clamp(0.0, 1.0), rate, n[b], lambda).unwrap_or(1.0)
-            })
-            .collect();
-        loss_sum += points_loss(&pts, |i| {
-            let p = pts[i].0;
-            (p * mult[bin_of(p)]).clamp(0.0, 1.0)
-        }) * st.rows as f64;
-        keys.push(key.to_string());
-        edges_all.extend(edges);
-        multipliers.extend(mult);
-    }
-    m.loss = Some(loss_sum / rows as f64);
-    m.field_keys = Some(keys);
-    m.field_edges = Some(edges_all);
-    m.field_values = Some(multipliers);
-    m.converged = Some(true);
-    m
-}
-
-/// `numpy.percentile` edges (the 'quantile' rule) of the rows behind sorted points
-/// (score, rows, positives).
-pub(super) fn quantile_edges_of_points(pts: &[(f64, f64, f64)], bins: usize) -> Vec<f64> {
-    let mut cumulative = Vec::with_capacity(pts.len());
-    let mut total = 0.0;
-    for &(_, n, _) in pts {
-        total += n;
-        cumulative.push(total);
-    }
-    let rows = total.round() as usize;
-    let at = |r: usize| {
-        pts[cumulative
-            .partition_point(|&c| c <= r as f64)
-            .min(pts.len() - 1)]
-        .0
-    };
-    unweighted_quantile_edges(rows, &quantile_levels(bins), at)
 }

@@ -12,6 +12,15 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::model::Model;
+use datafusion_common::{exec_err, Result};
+use datafusion_expr::Documentation;
+use datafusion_macros::user_doc;
+
+use crate::common::{args, Arg, CallShape};
+use crate::model::{interp, FieldKey, ModelRef};
+
+use super::calibrator::{Calibrator, Settings};
+use super::Method;
 use crate::optim::softplus;
 use crate::scalars::sigmoid;
 
@@ -23,7 +32,7 @@ use super::state::FitState;
 const MAX_ITERATIONS: i32 = 500;
 
 /// The joint fit over the field values' states (sorted by value).
-pub(super) fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &mut Model) {
+fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &mut Model) {
     let knots = ilps_knots(kn);
     // Nodes of every value, with the value's index.
     let mut nodes: Vec<(usize, Located)> = vec![];
@@ -246,3 +255,89 @@ pub(super) fn solve_with_offsets(
         converged,
     }
 }
+
+/// Field-aware calibration.
+pub(crate) struct FieldCalib;
+
+impl Calibrator for FieldCalib {
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: "fit_field_calib",
+            required: &[args::LOGIT, args::Y, args::FIELD],
+            optional: const { &[args::N_KNOTS, Arg::lit_num("l2").or("1.0")] },
+        }
+    }
+
+    fn documentation(&self) -> Option<&'static Documentation> {
+        FitFieldCalibDoc.doc()
+    }
+
+    fn field_aware(&self) -> bool {
+        true
+    }
+
+    fn fit_fields(&self, states: &[(&str, &FitState)], settings: &Settings) -> Option<Model> {
+        let rows: i64 = states.iter().map(|(_, st)| st.rows).sum();
+        let (lo, hi) = states
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |acc, (_, st)| {
+                (acc.0.min(st.s_min), acc.1.max(st.s_max))
+            });
+        let mut m = Model::new(Method::FieldCalib, rows, lo, hi);
+        field_calib(states, settings.count, settings.lambda, &mut m);
+        Some(m)
+    }
+
+    fn apply_field(&self, m: &ModelRef<'_>, row: usize, s: f64, key: FieldKey<'_>) -> Result<f64> {
+        let position = m.field_position(row, key)?;
+        let (x, y) = m.knots(row)?;
+        let offsets = m.floats(m.field_values, row, "field_values")?;
+        let g = match position {
+            Some(i) => match offsets.get(i) {
+                Some(g) => *g,
+                None => return exec_err!("calibrate: argument model has malformed field_values"),
+            },
+            None => 0.0,
+        };
+        Ok(sigmoid(interp(s, x, y)? + g))
+    }
+}
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits field-aware calibration (Pan et al. 2020, eq. 7, the paper's \"ILPS & field z only\" variant): \
+`σ(η(logit) + g_z)`, η as `fit_ilps` (ordered values at the knots logit(k/(n_knots+1)), constant outside) and one \
+offset g_z per value z of `field`, fitted jointly by minimising the summed log loss plus `l2/2 · Σ g_z²` (default \
+l2 = 1: values with few rows stay near 0, the sparsity problem Zhao et al. raise; l2 = 0 leaves the split between η \
+and the offsets free, the predictions are still determined). `calibrate(logit, model, field)` applies it; a value the \
+fit never saw gets offset 0. The model keeps the knots in `knots_x`/`knots_y`, the values in `field_keys` and their \
+offsets in `field_values`; `loss` is the mean log loss without the penalty.",
+    syntax_example = "fit_field_calib(logit, y, field [, n_knots [, l2]])",
+    sql_example = r#"```sql
+> SELECT f, calibrate(0.0, m, f) > 0.5 AS above
+  FROM (SELECT fit_field_calib(l, y, f, 3) AS m
+        FROM (VALUES (0.0, 1, 'a'), (0.0, 1, 'a'), (0.0, 0, 'a'), (0.0, 0, 'b'), (0.0, 0, 'b'), (0.0, 1, 'b')) AS t(l, y, f))
+  CROSS JOIN (VALUES ('a'), ('b')) AS v(f) ORDER BY f;
++---+-------+
+| f | above |
++---+-------+
+| a | true  |
+| b | false |
++---+-------+
+```"#,
+    argument(name = "logit", description = "The model's logit (any finite number)."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "field",
+        description = "The field whose values get their own offset (any type; compared as text)."
+    ),
+    argument(
+        name = "n_knots",
+        description = "Number of knots of η, an integer constant in [1, 1000]. Default 100."
+    ),
+    argument(
+        name = "l2",
+        description = "L2 penalty on the offsets (on the summed loss), a constant >= 0. Default 1.0."
+    )
+)]
+struct FitFieldCalibDoc;

@@ -2,7 +2,16 @@
 //! documentation of `fit`): cells of relative width 2⁻⁸ (the non-parametric fits) or 2⁻⁷
 //! (the parametric ones), in blocks allocated when first touched.
 
-use super::*;
+/// Grid cells per power of two of |s| are 2^bits: `FINE_BITS` for the fits compared with
+/// their references point by point (their knots move with the cells), `COARSE_BITS` for the
+/// parametric ones, whose objective is as exact at either (see the module documentation of `fit`).
+pub(super) const FINE_BITS: u32 = 8;
+pub(super) const COARSE_BITS: u32 = 7;
+/// Below this |s| the grid is linear: 2 blocks of 2^bits cells of width 2⁻¹⁶ / 2^bits.
+pub(super) const LINEAR_LIMIT: f64 = 1.0 / 65536.0; // 2^-16
+/// Block ids: sign × 2048 binary exponents, then the negative and positive linear blocks.
+pub(super) const LOG_IDS: u32 = 4096;
+pub(super) const N_IDS: usize = LOG_IDS as usize + 2;
 use crate::labels::Label;
 
 /// One distinct score (exact mode) or one grid cell: sums of 1 and t, and the first two
@@ -178,7 +187,7 @@ pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
 /// found by direct indexing (one memory access per row instead of a hash probe).
 #[derive(Debug)]
 pub(super) struct Grid {
-    /// `FINE_BITS` or `COARSE_BITS` (see `FitMethod::grid_bits`).
+    /// `FINE_BITS` or `COARSE_BITS` (see `Method::grid_bits`).
     bits: u32,
     /// Per block id: the index in `cells` of the block's first cell ([`UNTOUCHED`] for a
     /// block not yet touched) minus the id's own part of a score's top bits (`id << bits`,
@@ -394,6 +403,7 @@ impl Grid {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fit::state::FitState;
 
     #[test]
     fn finite_range_rejects_every_non_finite_value_in_any_lane() {

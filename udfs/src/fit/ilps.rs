@@ -24,11 +24,17 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::model::Model;
+use datafusion_common::Result;
+use datafusion_expr::Documentation;
+use datafusion_macros::user_doc;
+
+use crate::common::{args, CallShape};
+use crate::model::{interp, ModelRef};
+use crate::scalars::sigmoid;
+
+use super::calibrator::{Calibrator, Settings};
 
 use super::state::FitState;
-
-/// Default number of knots of `fit_ilps` and `fit_field_calib` (Pan et al.).
-pub const DEFAULT_KNOTS: usize = 100;
 
 /// The knots `a_k = ln(p / (1 − p))`, `p = k / (K + 1)`, k = 1..K.
 pub(crate) fn ilps_knots(k: usize) -> Vec<f64> {
@@ -197,7 +203,7 @@ pub(crate) fn fill_unsupported(knots: &[f64], b: &mut [f64], supported: &[bool])
 }
 
 /// `fit_ilps` on a fit's state.
-pub(super) fn fit_ilps(st: &FitState, kn: usize, m: &mut Model) {
+fn fit_ilps(st: &FitState, kn: usize, m: &mut Model) {
     let knots = ilps_knots(kn);
     let mut raw = st.nodes();
     raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
@@ -218,3 +224,65 @@ pub(super) fn fit_ilps(st: &FitState, kn: usize, m: &mut Model) {
     m.knots_x = Some(knots);
     m.knots_y = Some(fit.b);
 }
+
+/// ILPS.
+pub(crate) struct Ilps;
+
+impl Calibrator for Ilps {
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: "fit_ilps",
+            required: &[args::LOGIT, args::Y],
+            optional: &[args::N_KNOTS, args::PROPENSITY, args::CLIP],
+        }
+    }
+
+    fn documentation(&self) -> Option<&'static Documentation> {
+        FitIlpsDoc.doc()
+    }
+
+    fn fit(&self, st: &FitState, settings: &Settings, m: &mut Model) {
+        fit_ilps(st, settings.count, m)
+    }
+
+    fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
+        let (x, y) = m.increasing_knots(row)?;
+        Ok(sigmoid(interp(s, x, y)?))
+    }
+}
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits Isotonic Line-Plot Scaling (Pan et al. 2020, eq. 9–11): `σ(η(logit))` with η piecewise linear \
+through the knots `a_k = logit(k/(n_knots+1))`, k = 1..n_knots, with ordered values `b_1 <= … <= b_K` (hard \
+constraints: the exact optimum of eq. 11 as λ → ∞) and constant outside [a_1, a_K], by minimising the mean log loss \
+— or, with `propensity`, the mean IPS log loss with ω = max(propensity, clip). Knots without data (no row in their \
+neighbouring intervals) do not change the loss; they get the linear interpolation between the nearest knots with \
+data, and the nearest one's value beyond the outermost. The model keeps the knots in `knots_x` and the values (logits) \
+in `knots_y`.",
+    syntax_example = "fit_ilps(logit, y [, n_knots [, propensity [, clip]]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, cardinality(m['knots_x']) AS knots, round(calibrate(0.0, m), 4) AS p0
+  FROM (SELECT fit_ilps(l, y, 3) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (1.0, 0), (1.0, 1), (2.0, 1)) AS t(l, y));
++--------+-------+-----+
+| method | knots | p0  |
++--------+-------+-----+
+| ilps   | 3     | 0.5 |
++--------+-------+-----+
+```"#,
+    argument(name = "logit", description = "The model's logit (any finite number)."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "n_knots",
+        description = "Number of knots K, an integer constant in [1, 1000]. Default 100."
+    ),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitIlpsDoc;

@@ -15,16 +15,17 @@ use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 use crate::model::Model;
 
-use super::*;
+use super::calibrator::Settings;
+use super::grid::{finite_range, ips_target, Entry};
+use super::state::FitState;
+use super::{Method, EXACT_CAP};
 
 #[derive(Debug)]
 pub(super) struct FitKernel {
-    pub(super) method: FitMethod,
+    pub(super) method: Method,
     /// Distinct scores kept exactly per group before the grid.
     pub(super) cap: usize,
-    pub(super) bins: usize,
-    /// `fit_histogram`'s strategy is `'quantile'`.
-    pub(super) quantile: bool,
+    pub(super) settings: Settings,
     pub(super) prop_col: Option<usize>,
     pub(super) clip: f64,
     pub(super) groups: Vec<FitState>,
@@ -98,21 +99,13 @@ impl FitKernel {
         if st.rows == 0 {
             return None;
         }
-        let mut m = Model::new(self.method.model_name(), st.rows, st.s_min, st.s_max);
-        match self.method {
-            FitMethod::Platt
-            | FitMethod::Temperature
-            | FitMethod::Beta
-            | FitMethod::Gaussian
-            | FitMethod::Gamma => fit_parametric(self.method, st, &mut m),
-            FitMethod::Isotonic => fit_isotonic(st, self.prop_col.is_some(), &mut m),
-            FitMethod::Histogram if self.quantile => fit_histogram_quantile(st, self.bins, &mut m),
-            FitMethod::Histogram => fit_histogram(st, self.bins, &mut m),
-            FitMethod::Ilps => fit_ilps(st, self.bins, &mut m),
-            FitMethod::Bbq => fit_bbq(st, &mut m),
-            // The field-aware fits read the inner states themselves (see `field`).
-            FitMethod::ConfCalib | FitMethod::FieldCalib => return None,
+        let calibrator = self.method.calibrator();
+        // The field-aware fits read the inner states themselves (see `field`).
+        if calibrator.field_aware() {
+            return None;
         }
+        let mut m = Model::new(self.method, st.rows, st.s_min, st.s_max);
+        calibrator.fit(st, &self.settings, &mut m);
         Some(m)
     }
 }
@@ -120,12 +113,11 @@ impl FitKernel {
 impl FitKernel {
     /// The inner kernel of a field-aware fit: it only keeps (score, y) states per inner
     /// group and reports errors under the field-aware function's name.
-    pub(super) fn for_field(method: FitMethod, cap: usize) -> Self {
+    pub(super) fn for_field(method: Method, cap: usize, settings: Settings) -> Self {
         Self {
             method,
             cap,
-            bins: 0,
-            quantile: false,
+            settings,
             prop_col: None,
             clip: 0.0,
             groups: vec![],
@@ -148,8 +140,7 @@ impl Kernel for FitKernel {
         Ok(Self {
             method: self.method,
             cap: self.cap,
-            bins: self.bins,
-            quantile: self.quantile,
+            settings: self.settings,
             prop_col: self.prop_col,
             clip: self.clip,
             groups: vec![],
@@ -191,14 +182,8 @@ impl Kernel for FitKernel {
         let y = &y_f64[..];
         let clip = self.clip;
         let method = self.method;
-        let score = if matches!(
-            method,
-            FitMethod::Temperature | FitMethod::Ilps | FitMethod::FieldCalib
-        ) {
-            "logit"
-        } else {
-            "score"
-        };
+        // The score argument's name in errors: `score`, `logit` or `p`.
+        let score = method.calibrator().shape().required[0].name;
         let states = &mut self.groups;
         let bytes = &mut self.bytes;
         let mut add = |g: usize, si: f64, t: f64| -> Result<()> {

@@ -1,10 +1,15 @@
-//! The parametric calibrators (Platt, Gaussian, Gamma): constrained logistic fits on a
-//! fit's state, in standardised units.
+//! The parametric calibrators' fit (Platt, temperature, beta, Gaussian, Gamma): the log
+//! loss of `σ(θ·features(s))` minimised under each method's constraints by the solver of
+//! `crate::optim`, on the fit's state, in standardised units.
 
 use crate::model::Model;
 use crate::optim::{minimise, objective, Node};
 
-use super::*;
+use super::state::FitState;
+use super::Method;
+
+/// Gamma calibration's shift lies this fraction of the score range below the smallest score.
+pub(super) const GAMMA_SHIFT_FRACTION: f64 = 1e-3;
 
 /// Weighted mean and standard deviation of node scores (softplus weights).
 pub(super) fn moments(nodes: &[(f64, f64, f64)]) -> (f64, f64) {
@@ -18,7 +23,7 @@ pub(super) fn moments(nodes: &[(f64, f64, f64)]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
+pub(super) fn fit_parametric(method: Method, st: &FitState, m: &mut Model) {
     // Sorted, so the sums do not depend on the order in which rows and partitions arrived.
     let mut raw = st.nodes();
     raw.sort_by(|x, y| {
@@ -32,7 +37,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
     let c0 = (rate / (1.0 - rate)).ln();
     let (s_min, s_max) = (st.s_min, st.s_max);
     match method {
-        FitMethod::Platt | FitMethod::Gaussian => {
+        Method::Platt | Method::Gaussian => {
             // One distinct score: its moments are (s, 0) exactly. Computed, the mean may miss s
             // by an ulp and the standard deviation come out ~1e-17 instead of 0; the scores
             // would then standardise to O(1) noise, and dividing the slope back by that sd
@@ -45,7 +50,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             let sd = if sd > 0.0 && sd.is_finite() { sd } else { 1.0 };
             let u = |s: f64| (s - mu) / sd;
             let (u_min, u_max) = (u(s_min), u(s_max));
-            if method == FitMethod::Platt {
+            if method == Method::Platt {
                 let nodes: Vec<Node<2>> = nodes_of(&raw, |s| [1.0, u(s)]);
                 let sol = minimise(&nodes, n, &[[0.0, 1.0]], [c0, 0.0]);
                 let [cu, bu] = sol.theta;
@@ -77,7 +82,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
                 m.loss = Some(objective(&raw_nodes, n, &[c, b, a]));
             }
         }
-        FitMethod::Gamma => {
+        Method::Gamma => {
             let range = s_max - s_min;
             let shift = if range > 0.0 {
                 s_min - GAMMA_SHIFT_FRACTION * range
@@ -111,7 +116,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             let raw_nodes: Vec<Node<3>> = nodes_of(&raw, |s| [1.0, sp(s).ln(), sp(s)]);
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
-        FitMethod::Temperature => {
+        Method::Temperature => {
             // f = β·s with β = 1/T ≥ 0, in units of the root mean square score.
             let w: f64 = raw.iter().map(|x| x.1).sum();
             let rms = (raw.iter().map(|x| x.1 * x.0 * x.0).sum::<f64>() / w).sqrt();
@@ -138,7 +143,7 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             let raw_nodes: Vec<Node<1>> = nodes_of(&raw, |s| [s]);
             m.loss = Some(objective(&raw_nodes, n, &[beta]));
         }
-        FitMethod::Beta => {
+        Method::Beta => {
             // f = c + a·ln p − b·ln(1−p), a, b ≥ 0; each feature in units of its root mean square.
             let features = |p: f64| {
                 let p = beta_clip(p);
@@ -179,12 +184,8 @@ pub(super) fn fit_parametric(method: FitMethod, st: &FitState, m: &mut Model) {
             });
             m.loss = Some(objective(&raw_nodes, n, &[c, a, b]));
         }
-        FitMethod::Isotonic
-        | FitMethod::Histogram
-        | FitMethod::Ilps
-        | FitMethod::Bbq
-        | FitMethod::ConfCalib
-        | FitMethod::FieldCalib => {}
+        // Only the five calibrators above call this.
+        _ => {}
     }
 }
 

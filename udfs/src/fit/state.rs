@@ -4,7 +4,7 @@ use datafusion_common::{internal_err, Result};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
-use super::*;
+use super::grid::{Entry, Grid};
 
 /// One distinct score of an exact-mode state and its sums.
 #[derive(Debug, Clone, Copy)]
@@ -15,16 +15,16 @@ pub(super) struct Point {
 }
 
 #[derive(Debug)]
-pub(super) struct FitState {
+pub(crate) struct FitState {
     /// Exact mode: one point per distinct score, found through `index` (positions in
     /// `points`, hashed by the score's bits) — about 30 bytes a score, since per-group fits
     /// (`GROUP BY advertiser`) can hold many groups in exact mode at once.
     pub(super) index: HashTable<u32>,
     pub(super) points: Vec<Point>,
     pub(super) hasher: DefaultHashBuilder,
-    /// Distinct scores kept exactly before the grid (see `FitMethod::exact_cap`).
+    /// Distinct scores kept exactly before the grid (see `Method::exact_cap`).
     pub(super) cap: usize,
-    /// The grid's resolution (`FitMethod::grid_bits`).
+    /// The grid's resolution (`Method::grid_bits`).
     pub(super) grid_bits: u32,
     /// Grid mode (past `cap` distinct scores).
     pub(super) grid: Option<Box<Grid>>,

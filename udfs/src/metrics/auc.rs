@@ -25,14 +25,16 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
-use crate::common::{f64_list_type, list_array, list_parts, list_type, weight_col, Arg, CallShape};
+use crate::common::{
+    args, f64_list_type, list_array, list_parts, list_type, weight_col, CallShape,
+};
 use crate::kernel::{kernel_udaf_common, Kernel};
 use crate::values::{self, distinct_in, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore};
 
 const SHAPE: CallShape = CallShape {
     name: "auc",
-    required: &[Arg::Num("p"), Arg::Label("y")],
-    optional: &[Arg::Num("w")],
+    required: &[args::P, args::Y],
+    optional: &[args::W],
 };
 
 #[user_doc(
@@ -82,6 +84,12 @@ impl Auc {
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<AucKernel> {
         Ok(AucKernel::new(weight_col(args.exprs, 2)))
+    }
+}
+
+impl crate::registry::Shaped for Auc {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(SHAPE)
     }
 }
 

@@ -25,9 +25,9 @@ use super::bin_sums::{BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
 use super::binning::{uniform_bin, FixedBins, Strategy};
 use super::quantile_bins::quantile_bins;
 use crate::common::{
-    all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, fixed_lists,
-    for_each_row, list_array, list_parts, literal, literal_checked, n_bins, usable_rows,
-    weight_col, Arg, CallShape,
+    all_probabilities, all_weights, args, check_p, check_w, check_y, f64_list_type, f64s,
+    fixed_lists, for_each_row, list_array, list_parts, literal, literal_checked, n_bins,
+    usable_rows, weight_col, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
@@ -68,24 +68,23 @@ impl BinnedKind {
     }
 }
 
-const OPTIONAL: &[Arg] = &[
-    Arg::LitInt("n_bins"),
-    Arg::LitStr("strategy"),
-    Arg::Num("w"),
-];
+const OPTIONAL: &[Arg] = &[args::N_BINS, args::STRATEGY, args::W];
+/// `ace` bins by quantile unless told otherwise: adaptive bins are what it measures.
+const OPTIONAL_ACE: &[Arg] = &[args::N_BINS, args::STRATEGY.or("'quantile'"), args::W];
 const OPTIONAL_RELIABILITY: &[Arg] = &[
-    Arg::LitInt("n_bins"),
-    Arg::LitStr("strategy"),
-    Arg::Num("w"),
-    Arg::LitNum("level"),
+    args::N_BINS,
+    args::STRATEGY,
+    args::W,
+    Arg::lit_num("level").or("0.95"),
 ];
 
 fn shape(kind: BinnedKind) -> CallShape {
     CallShape {
         name: kind.name(),
-        required: &[Arg::Num("p"), Arg::Label("y")],
+        required: &[args::P, args::Y],
         optional: match kind {
             BinnedKind::Reliability => OPTIONAL_RELIABILITY,
+            BinnedKind::Ace => OPTIONAL_ACE,
             _ => OPTIONAL,
         },
     }

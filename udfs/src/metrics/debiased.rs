@@ -13,13 +13,13 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use super::binning::kth_of_two;
-use crate::common::{Arg, CallShape};
+use crate::common::{args, CallShape};
 use crate::kernel::kernel_udaf_common;
 use crate::values::{self, Rows, RowsKernel, ValueStore};
 
 const SHAPE: CallShape = CallShape {
     name: "ece_debiased",
-    required: &[Arg::Num("p"), Arg::Label("y")],
+    required: &[args::P, args::Y],
     optional: &[],
 };
 
@@ -74,6 +74,12 @@ impl EceDebiased {
             store: ValueStore::new("ece_debiased", 0, 1, None),
             finish: ece_debiased_of,
         })
+    }
+}
+
+impl crate::registry::Shaped for EceDebiased {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(SHAPE)
     }
 }
 

@@ -22,8 +22,8 @@ use datafusion_macros::user_doc;
 use hashbrown::HashMap;
 
 use crate::common::{
-    all_probabilities, all_weights, check_p, check_w, check_y, f64_list_type, f64s, for_each_row,
-    list_array, list_parts, literal_checked, usable_rows, weight_col, Arg, CallShape,
+    all_probabilities, all_weights, args, check_p, check_w, check_y, f64_list_type, f64s,
+    for_each_row, list_array, list_parts, literal_checked, usable_rows, weight_col, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::all_labels;
@@ -118,13 +118,13 @@ impl FieldMetric {
         match self.kind {
             FieldKind::Ece => CallShape {
                 name: "field_ece",
-                required: &[Arg::Num("p"), Arg::Label("y"), Arg::Any("field")],
-                optional: &[Arg::Num("w")],
+                required: &[args::P, args::Y, args::FIELD],
+                optional: &[args::W],
             },
             FieldKind::Rce => CallShape {
                 name: "field_rce",
-                required: &[Arg::Num("p"), Arg::Label("y"), Arg::Any("field")],
-                optional: &[Arg::LitNum("eps"), Arg::Num("w")],
+                required: &[args::P, args::Y, args::FIELD],
+                optional: const { &[args::EPS.or("0.01"), args::W] },
             },
         }
     }

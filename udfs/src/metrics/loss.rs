@@ -16,8 +16,8 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    all_probabilities, all_weights, check_p, check_propensity, check_w, check_y, f64s,
-    for_each_row, literal_checked, usable_rows, weight_col, Arg, CallShape,
+    all_probabilities, all_weights, args, check_p, check_propensity, check_w, check_y, f64s,
+    for_each_row, literal_checked, usable_rows, weight_col, CallShape,
 };
 use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
@@ -157,23 +157,23 @@ impl MeanLoss {
         match self.kind {
             LossKind::LogLoss => CallShape {
                 name: "logloss",
-                required: &[Arg::Num("p"), Arg::Label("y")],
-                optional: &[Arg::LitNum("eps"), Arg::Num("w")],
+                required: &[args::P, args::Y],
+                optional: &[args::EPS, args::W],
             },
             LossKind::Brier => CallShape {
                 name: "brier",
-                required: &[Arg::Num("p"), Arg::Label("y")],
-                optional: &[Arg::Num("w")],
+                required: &[args::P, args::Y],
+                optional: &[args::W],
             },
             LossKind::IpsLogLoss => CallShape {
                 name: "ips_logloss",
-                required: &[Arg::Num("p"), Arg::Label("y"), Arg::Num("propensity")],
-                optional: &[Arg::LitNum("clip"), Arg::LitNum("eps")],
+                required: &[args::P, args::Y, args::PROPENSITY],
+                optional: &[args::CLIP, args::EPS],
             },
             LossKind::NormalizedEntropy => CallShape {
                 name: "normalized_entropy",
-                required: &[Arg::Num("p"), Arg::Label("y")],
-                optional: &[Arg::Num("w")],
+                required: &[args::P, args::Y],
+                optional: &[args::W],
             },
         }
     }

@@ -126,6 +126,13 @@ impl MultiFieldRce {
     }
 }
 
+/// No fixed argument list (a variable number of fields), so no named arguments.
+impl crate::registry::Shaped for MultiFieldRce {
+    fn call_shape(&self) -> Option<crate::common::CallShape> {
+        None
+    }
+}
+
 impl AggregateUDFImpl for MultiFieldRce {
     fn name(&self) -> &str {
         NAME

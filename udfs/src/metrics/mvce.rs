@@ -24,7 +24,7 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
+    args, check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
     literal_f64, usable_rows, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
@@ -89,8 +89,8 @@ impl Mvce {
     fn shape(&self) -> CallShape {
         CallShape {
             name: "mvce",
-            required: &[Arg::Num("p"), Arg::Label("y"), Arg::Any("key")],
-            optional: &[Arg::LitInt("n_bins"), Arg::LitInt("rounds")],
+            required: const { &[args::P, args::Y, Arg::any("key")] },
+            optional: const { &[args::N_BINS, Arg::lit_int("rounds").or("10")] },
         }
     }
 

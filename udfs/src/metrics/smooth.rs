@@ -23,15 +23,15 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts, literal_checked,
-    usable_rows, Arg, CallShape,
+    args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
+    literal_checked, usable_rows, Arg, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 
 const SHAPE: CallShape = CallShape {
     name: "smooth_ece",
-    required: &[Arg::Num("p"), Arg::Label("y")],
-    optional: &[Arg::LitNum("sigma")],
+    required: &[args::P, args::Y],
+    optional: &[Arg::lit_num("sigma")],
 };
 
 /// Smallest `sigma` accepted: the grid has about 10/σ points and the work grows with it.

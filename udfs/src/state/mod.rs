@@ -13,8 +13,8 @@
 //!
 //! Both wrappers reuse the aggregate's `Kernel`: `F_state` (`state_of`) is `F` whose final
 //! value is its state; `F_merge` (`merge_of`) builds `F`'s kernel from the first state's
-//! `params` and merges. This file holds what both share: the list of wrapped aggregates, the
-//! state's type and the canonical parameter text.
+//! `params` and merges. This file holds what both share: the state's type and the canonical
+//! parameter text. Which aggregates have twins is the registry's (`crate::registry`).
 
 use std::fmt::Debug;
 use std::ops::Range;
@@ -36,7 +36,7 @@ use datafusion_expr::{
 use datafusion_physical_expr::expressions::{Column, Literal};
 use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 
-use crate::common::{argument_default, literal, Arg, CallShape};
+use crate::common::{literal, CallShape, Role};
 use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 
 /// The state format this version writes and reads.
@@ -58,52 +58,22 @@ pub(crate) fn capped_wrapper(
     None
 }
 
+/// `F_state` and `F_merge` of the aggregate `inner` (the registry makes them for every
+/// aggregate it registers `with_states`).
+pub(crate) fn twins(inner: Arc<dyn KernelAggregate>) -> [Arc<AggregateUDF>; 2] {
+    [
+        Arc::new(AggregateUDF::new_from_shared_impl(Arc::new(StateOf::new(
+            Arc::clone(&inner),
+        )))),
+        Arc::new(AggregateUDF::new_from_shared_impl(Arc::new(MergeOf::new(
+            inner,
+        )))),
+    ]
+}
+
 /// The `_state` and `_merge` aggregates of every aggregate whose state is bounded.
 pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
-    use crate::binned::{Binned, BinnedKind};
-    use crate::field::{FieldKind, FieldMetric};
-    use crate::fit::{Fit, FitMethod};
-    use crate::loss::{LossKind, MeanLoss};
-    use crate::metrics::smooth::SmoothEce;
-    let inners: Vec<Arc<dyn KernelAggregate>> = vec![
-        Arc::new(Binned::new(BinnedKind::Ece)),
-        Arc::new(Binned::new(BinnedKind::Mce)),
-        Arc::new(Binned::new(BinnedKind::Reliability)),
-        Arc::new(Binned::new(BinnedKind::Ace)),
-        Arc::new(Binned::new(BinnedKind::Rmsce)),
-        Arc::new(MeanLoss::new(LossKind::LogLoss)),
-        Arc::new(MeanLoss::new(LossKind::Brier)),
-        Arc::new(MeanLoss::new(LossKind::IpsLogLoss)),
-        Arc::new(MeanLoss::new(LossKind::NormalizedEntropy)),
-        Arc::new(FieldMetric::new(FieldKind::Ece)),
-        Arc::new(FieldMetric::new(FieldKind::Rce)),
-        Arc::new(SmoothEce::new()),
-        Arc::new(Fit::new(FitMethod::Platt)),
-        Arc::new(Fit::new(FitMethod::Temperature)),
-        Arc::new(Fit::new(FitMethod::Beta)),
-        Arc::new(Fit::new(FitMethod::Gaussian)),
-        Arc::new(Fit::new(FitMethod::Gamma)),
-        Arc::new(Fit::new(FitMethod::Isotonic)),
-        Arc::new(Fit::new(FitMethod::Histogram)),
-        Arc::new(Fit::new(FitMethod::Ilps)),
-        Arc::new(Fit::new(FitMethod::Bbq)),
-        Arc::new(crate::fit::FieldFit::new(FitMethod::ConfCalib)),
-        Arc::new(crate::fit::FieldFit::new(FitMethod::FieldCalib)),
-        Arc::new(crate::metrics::mvce::Mvce::new()),
-    ];
-    inners
-        .into_iter()
-        .flat_map(|inner| {
-            [
-                Arc::new(AggregateUDF::new_from_shared_impl(Arc::new(StateOf::new(
-                    Arc::clone(&inner),
-                )))),
-                Arc::new(AggregateUDF::new_from_shared_impl(Arc::new(MergeOf::new(
-                    inner,
-                )))),
-            ]
-        })
-        .collect()
+    crate::registry::twins()
 }
 
 /// `F`'s partial state fields with plain names (`bin_count`, not `ece(p,y)[bin_count]`).
@@ -135,8 +105,8 @@ fn canonical_types(shape: &CallShape) -> Vec<DataType> {
     shape
         .required
         .iter()
-        .map(|a| match a {
-            Arg::Any(_) => DataType::Utf8,
+        .map(|a| match a.role {
+            Role::Any => DataType::Utf8,
             _ => DataType::Float64,
         })
         .collect()
@@ -179,27 +149,25 @@ fn describe(shape: &CallShape, args: &AccumulatorArgs) -> Result<String> {
     let func = shape.name;
     let mut parts = vec![];
     for (i, a) in shape.required.iter().enumerate() {
-        if let Arg::Any(name) = a {
-            parts.push(format!("{name}: {}", args.expr_fields[i].data_type()));
+        if a.role == Role::Any {
+            parts.push(format!("{}: {}", a.name, args.expr_fields[i].data_type()));
         }
     }
     for (j, a) in shape.optional.iter().enumerate() {
         let name = a.name();
         match args.exprs.get(shape.required.len() + j) {
-            Some(e) => match a {
-                Arg::LitInt(_) | Arg::LitStr(_) | Arg::LitNum(_) => {
-                    parts.push(format!(
-                        "{name} => {}",
-                        canonical_literal(&literal(func, name, e)?)
-                    ));
-                }
-                _ => match literal(func, name, e) {
-                    // A constant in a data position (a weight of 1.0): its value.
-                    Ok(v) => parts.push(format!("{name} => {}", canonical_literal(&v))),
-                    Err(_) => parts.push(name.to_string()),
-                },
+            Some(e) if a.is_literal() => {
+                parts.push(format!(
+                    "{name} => {}",
+                    canonical_literal(&literal(func, name, e)?)
+                ));
+            }
+            Some(e) => match literal(func, name, e) {
+                // A constant in a data position (a weight of 1.0): its value.
+                Ok(v) => parts.push(format!("{name} => {}", canonical_literal(&v))),
+                Err(_) => parts.push(name.to_string()),
             },
-            None => match argument_default(func, name) {
+            None => match a.default {
                 Some(d) => parts.push(format!("{name} => {}", canonical_default(d))),
                 None => break,
             },
@@ -246,8 +214,9 @@ fn rebuild(inner: &dyn KernelAggregate, merge_name: &str, params: &str) -> Resul
     }
     let mut parts = parts.into_iter().peekable();
     for a in shape.required {
-        match a {
-            Arg::Any(name) => {
+        match a.role {
+            Role::Any => {
+                let name = a.name;
                 let t = parts
                     .next()
                     .and_then(|p| p.strip_prefix(&format!("{name}: ")))
@@ -259,7 +228,7 @@ fn rebuild(inner: &dyn KernelAggregate, merge_name: &str, params: &str) -> Resul
                     })?;
                 column(name, t, &mut fields, &mut exprs);
             }
-            other => column(other.name(), DataType::Float64, &mut fields, &mut exprs),
+            _ => column(a.name, DataType::Float64, &mut fields, &mut exprs),
         }
     }
     for part in parts {
@@ -325,13 +294,14 @@ fn example_args(shape: &CallShape) -> String {
         .map(|a| match a.name() {
             "field" => "f",
             "propensity" => "q",
-            _ => match a {
-                Arg::Label(_) => "y",
+            _ => match a.role {
+                Role::Label => "y",
                 _ => "p",
             },
         })
         .collect();
-    if argument_default(shape.name, "strategy") == Some("'quantile'") {
+    let strategy = shape.optional.iter().find(|a| a.name == "strategy");
+    if strategy.and_then(|a| a.default) == Some("'quantile'") {
         args.extend(["10", "'uniform'"]);
     }
     args.join(", ")

@@ -1,0 +1,73 @@
+//! Gamma calibration, `fit_gamma_calib`: `σ(a·ln s' + b·s' + c)`, `s' = s − shift` (Kweon et
+//! al. eq. 12), monotone on the fitted range, scores clamped into it; fitted by the shared
+//! solver (`super::parametric`).
+
+use datafusion_common::Result;
+use datafusion_expr::Documentation;
+use datafusion_macros::user_doc;
+
+use crate::common::{args, CallShape};
+use crate::model::{Model, ModelRef};
+use crate::scalars::sigmoid;
+
+use super::calibrator::{Calibrator, Settings};
+use super::parametric::fit_parametric;
+use super::state::FitState;
+use super::Method;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits Gamma calibration `σ(a·ln s' + b·s' + c)` with `s' = s − shift` (Kweon et al. eq. 12) under \
+the monotonicity constraints `a/s' + b >= 0` at both ends of the fitted range. `shift` lies 0.1% of the score \
+range below the smallest score (1 below it when all scores are equal) and is stored in the model. `calibrate` \
+clamps scores into [s_min, s_max].",
+    syntax_example = "fit_gamma_calib(score, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, m['shift'] AS shift
+  FROM (SELECT fit_gamma_calib(s, y) AS m FROM (VALUES (0.0, 0), (1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1), (3.0, 1), (3.0, 0), (4.0, 1)) AS t(s, y));
++--------+--------+
+| method | shift  |
++--------+--------+
+| gamma  | -0.004 |
++--------+--------+
+```"#,
+    argument(name = "score", description = "Raw ranking score, any finite number."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitGammaDoc;
+
+/// Gamma calibration, `fit_gamma_calib`: `σ(a·ln s' + b·s' + c)`, `s' = s − shift` (Kweon et
+pub(crate) struct Gamma;
+
+impl Calibrator for Gamma {
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: "fit_gamma_calib",
+            required: &[args::SCORE, args::Y],
+            optional: &[args::PROPENSITY, args::CLIP],
+        }
+    }
+
+    fn documentation(&self) -> Option<&'static Documentation> {
+        FitGammaDoc.doc()
+    }
+
+    fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
+        fit_parametric(Method::Gamma, st, m)
+    }
+
+    fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
+        let sp = m.clamp(row, s)? - m.num(row, "shift")?;
+        Ok(sigmoid(
+            m.num(row, "a")? * sp.ln() + m.num(row, "b")? * sp + m.num(row, "c")?,
+        ))
+    }
+}

@@ -1,0 +1,79 @@
+//! Temperature scaling, `fit_temperature`: `σ(logit / T)`, T > 0 (Guo et al. 2017), kept
+//! as T in the model's `a`; fitted by the shared solver (`super::parametric`).
+
+use datafusion_common::Result;
+use datafusion_expr::Documentation;
+use datafusion_macros::user_doc;
+
+use crate::common::{args, CallShape};
+use crate::model::{Model, ModelRef};
+use crate::scalars::sigmoid;
+
+use super::calibrator::{Calibrator, Settings};
+use super::parametric::fit_parametric;
+use super::state::FitState;
+use super::Method;
+use datafusion_common::exec_err;
+
+#[user_doc(
+    doc_section(label = "Calibrators"),
+    description = "Fits temperature scaling `σ(logit / T)`, T > 0 (Guo et al. 2017; a baseline of Kweon et al. and Zhao \
+et al.), by minimising the mean log loss — or, with `propensity`, the mean IPS log loss (UERM) with ω = \
+max(propensity, clip). The model keeps T in field `a`. When the logits are not positively associated with the \
+label the optimum lies at T = +∞ (every probability 0.5): the model then has `a` = +inf.",
+    syntax_example = "fit_temperature(logit, y [, propensity [, clip]])",
+    sql_example = r#"```sql
+> SELECT m['method'] AS method, round(m['a'], 4) AS temperature
+  FROM (SELECT fit_temperature(l, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (1.0, 0), (1.0, 1), (2.0, 1)) AS t(l, y));
++-------------+-------------+
+| method      | temperature |
++-------------+-------------+
+| temperature | 1.3222      |
++-------------+-------------+
+```"#,
+    argument(name = "logit", description = "The model's logit (any finite number)."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "propensity",
+        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
+    ),
+    argument(
+        name = "clip",
+        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
+    )
+)]
+struct FitTemperatureDoc;
+
+/// Temperature scaling, `fit_temperature`: `σ(logit / T)`, T > 0 (Guo et al. 2017), kept
+pub(crate) struct Temperature;
+
+impl Calibrator for Temperature {
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: "fit_temperature",
+            required: &[args::LOGIT, args::Y],
+            optional: &[args::PROPENSITY, args::CLIP],
+        }
+    }
+
+    fn documentation(&self) -> Option<&'static Documentation> {
+        FitTemperatureDoc.doc()
+    }
+
+    fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
+        fit_parametric(Method::Temperature, st, m)
+    }
+
+    fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
+        let t = m.num(row, "a")?;
+        if t.is_nan() || t <= 0.0 {
+            return exec_err!("calibrate: argument model has temperature a = {t}, expected > 0");
+        }
+        // T = +Infinity is the constant 0.5, also at a score of ±Infinity (∞/∞ is NaN).
+        Ok(if t == f64::INFINITY {
+            0.5
+        } else {
+            sigmoid(s / t)
+        })
+    }
+}
