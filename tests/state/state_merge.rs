@@ -207,6 +207,18 @@ async fn states_that_do_not_belong_together_are_errors() {
         e.contains("logloss_merge: the state's layout is not logloss's"),
         "{e}"
     );
+    // The registry knows which functions make a layout: the error names them.
+    let e = error(
+        &ctx,
+        "SELECT ece_merge(s) FROM (SELECT logloss_state(p, y) AS s FROM t)",
+    )
+    .await;
+    assert!(
+        e.contains("ece_merge: the state's layout is not ece's")
+            && e.contains("it was made by")
+            && e.contains("logloss_state"),
+        "{e}"
+    );
     let e = error(&ctx, "SELECT ece_merge(p) FROM t").await;
     assert!(
         e.contains("ece_merge: argument state must be a state made by ece_state"),

@@ -93,8 +93,28 @@ function, or in another format are an error naming both.{retract}"
                 == want.find("state").map(|(_, f)| names(f.data_type()));
         if !same_layout {
             let state = fields.find("state").map(|(_, f)| f.data_type().to_string());
+            // The registry knows every state layout: name the functions that make this one.
+            let makers: Vec<String> = crate::registry::stateful()
+                .iter()
+                .filter(|f| {
+                    state_type(f.as_ref()).is_ok_and(|t| {
+                        let DataType::Struct(theirs) = &t else {
+                            return false;
+                        };
+                        names(&t) == names(&arg_types[0])
+                            && fields.find("state").map(|(_, f)| names(f.data_type()))
+                                == theirs.find("state").map(|(_, f)| names(f.data_type()))
+                    })
+                })
+                .map(|f| format!("{}_state", f.name()))
+                .collect();
+            let made_by = match makers.as_slice() {
+                [] => "no calibsql function makes states of this layout".to_string(),
+                [one] => format!("it was made by {one}"),
+                many => format!("it was made by one of {}", many.join(", ")),
+            };
             return plan_err!(
-                "{}: the state's layout is not {}'s (got {}); was it made by another function's _state?",
+                "{}: the state's layout is not {}'s (got {}); {made_by}",
                 self.name,
                 self.inner.name(),
                 state.unwrap_or_else(|| arg_types[0].to_string())
