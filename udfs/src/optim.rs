@@ -13,6 +13,8 @@
 // Small dense matrices read best with index loops.
 #![allow(clippy::needless_range_loop)]
 
+use crate::scalars::sigmoid;
+
 /// One quadrature node: features φ, weight on the softplus term, weight on the linear term.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Node<const K: usize> {
@@ -40,11 +42,6 @@ pub(crate) fn softplus(x: f64) -> f64 {
     } else {
         x.exp().ln_1p()
     }
-}
-
-#[inline]
-fn sigmoid(x: f64) -> f64 {
-    crate::scalars::sigmoid(x)
 }
 
 #[inline]
