@@ -43,6 +43,8 @@ pub(crate) struct Arg {
     pub default: Option<&'static str>,
     /// Must be a constant although coerced as data (a scalar's `eta`): see [`Arg::is_literal`].
     constant: bool,
+    /// The argument's documentation where many functions share it (see [`with_argument_docs`]).
+    pub doc: Option<&'static str>,
 }
 
 impl Arg {
@@ -52,6 +54,7 @@ impl Arg {
             role,
             default: None,
             constant: false,
+            doc: None,
         }
     }
     pub(crate) const fn num(name: &'static str) -> Self {
@@ -87,6 +90,13 @@ impl Arg {
             ..self
         }
     }
+    /// This argument with `text` as its shared documentation.
+    pub(crate) const fn doc(self, text: &'static str) -> Self {
+        Arg {
+            doc: Some(text),
+            ..self
+        }
+    }
     pub(crate) fn name(&self) -> &'static str {
         self.name
     }
@@ -101,21 +111,26 @@ pub(crate) mod args {
     use super::Arg;
 
     /// The predicted probability.
-    pub(crate) const P: Arg = Arg::num("p");
+    pub(crate) const P: Arg = Arg::num("p").doc("Predicted probability in [0, 1].");
     /// The observed label.
-    pub(crate) const Y: Arg = Arg::label("y");
+    pub(crate) const Y: Arg = Arg::label("y").doc("Observed label: Boolean or a number 0/1.");
     /// A raw score.
-    pub(crate) const SCORE: Arg = Arg::num("score");
+    pub(crate) const SCORE: Arg = Arg::num("score").doc("Raw ranking score, any finite number.");
     /// A logit.
-    pub(crate) const LOGIT: Arg = Arg::num("logit");
+    pub(crate) const LOGIT: Arg = Arg::num("logit").doc("The model's logit (any finite number).");
     /// The field of the field-level metrics and fits.
     pub(crate) const FIELD: Arg = Arg::any("field");
     /// The row weight; 1 is no weight.
-    pub(crate) const W: Arg = Arg::num("w").or("1.0");
+    pub(crate) const W: Arg = Arg::num("w")
+        .or("1.0")
+        .doc("Optional row weight, finite and >= 0. Default 1.");
     /// The exposure propensity (no default: leaving it out means no debiasing).
-    pub(crate) const PROPENSITY: Arg = Arg::num("propensity");
+    pub(crate) const PROPENSITY: Arg = Arg::num("propensity")
+        .doc("Optional exposure propensity in (0, 1]: fit the debiased IPS loss.");
     /// The lower clip of the propensity.
-    pub(crate) const CLIP: Arg = Arg::lit_num("clip").or("0.1");
+    pub(crate) const CLIP: Arg = Arg::lit_num("clip")
+        .or("0.1")
+        .doc("Lower clip of the propensity, a constant in [0, 1]. Default 0.1.");
     /// The number of bins of the binned metrics and fits.
     pub(crate) const N_BINS: Arg = Arg::lit_int("n_bins").or("15");
     /// The binning strategy (the binned metrics and `fit_histogram`).
@@ -126,6 +141,33 @@ pub(crate) mod args {
     pub(crate) const N_KNOTS: Arg = Arg::lit_int("n_knots").or("100");
     /// ConfCalib's Wilson z.
     pub(crate) const LAMBDA: Arg = Arg::lit_num("lambda").or("1.96");
+}
+
+/// `doc` with its argument table in `shape`'s order: each argument's own text where `doc`
+/// gives one (`user_doc`'s `argument(…)`), else the text its [`Arg`] shares with other
+/// functions; an argument with neither is left out.
+pub(crate) fn with_argument_docs(
+    doc: &datafusion_expr::Documentation,
+    shape: &CallShape,
+) -> datafusion_expr::Documentation {
+    let own = doc.arguments.clone().unwrap_or_default();
+    let arguments = shape
+        .required
+        .iter()
+        .chain(shape.optional)
+        .filter_map(|a| {
+            let text = own
+                .iter()
+                .find(|(n, _)| n == a.name)
+                .map(|(_, d)| d.clone())
+                .or(a.doc.map(str::to_string))?;
+            Some((a.name.to_string(), text))
+        })
+        .collect();
+    datafusion_expr::Documentation {
+        arguments: Some(arguments),
+        ..doc.clone()
+    }
 }
 
 /// The call shape of a function: its name, its required and optional arguments.

@@ -242,7 +242,6 @@ value on each (x_i, x_i+1] in `knots_y`; `iterations` holds the number of histog
 | bbq    | true       |
 +--------+------------+
 ```"#,
-    argument(name = "p", description = "The predicted probability, in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1.")
+    argument(name = "p", description = "The predicted probability, in [0, 1].")
 )]
 struct FitBbqDoc;

@@ -34,20 +34,11 @@ exactly, so the loss is never higher than betacal's.",
 | beta   | true     |
 +--------+----------+
 ```"#,
-    argument(name = "p", description = "The predicted probability, in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
-    )
+    argument(name = "p", description = "The predicted probability, in [0, 1].")
 )]
 struct FitBetaDoc;
 
-/// Beta calibration, `fit_beta_calib`: `σ(a·ln p − b·ln(1−p) + c)` with a, b >= 0 (Kull et
+/// Beta calibration.
 pub(crate) struct Beta;
 
 impl Calibrator for Beta {

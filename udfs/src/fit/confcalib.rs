@@ -40,7 +40,6 @@ keeps p. An empty bin, or one whose mean p is 0, has multiplier 1. The model kee
 +---+-----+
 ```"#,
     argument(name = "p", description = "The predicted probability, in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "field",
         description = "The field whose values are calibrated separately (any type; compared as text)."

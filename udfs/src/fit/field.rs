@@ -84,7 +84,7 @@ impl AggregateUDFImpl for FieldFit {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        self.method.calibrator().documentation()
+        self.method.documentation()
     }
 }
 

@@ -325,8 +325,6 @@ offsets in `field_values`; `loss` is the mean log loss without the penalty.",
 | b | false |
 +---+-------+
 ```"#,
-    argument(name = "logit", description = "The model's logit (any finite number)."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "field",
         description = "The field whose values get their own offset (any type; compared as text)."

@@ -30,21 +30,11 @@ clamps scores into [s_min, s_max].",
 +--------+--------+
 | gamma  | -0.004 |
 +--------+--------+
-```"#,
-    argument(name = "score", description = "Raw ranking score, any finite number."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
-    )
+```"#
 )]
 struct FitGammaDoc;
 
-/// Gamma calibration, `fit_gamma_calib`: `σ(a·ln s' + b·s' + c)`, `s' = s − shift` (Kweon et
+/// Gamma calibration.
 pub(crate) struct Gamma;
 
 impl Calibrator for Gamma {

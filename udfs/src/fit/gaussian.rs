@@ -29,21 +29,11 @@ log loss with `propensity`). `calibrate` clamps scores into [s_min, s_max].",
 +----------+-------+-------+
 | gaussian | -2.0  | 2.0   |
 +----------+-------+-------+
-```"#,
-    argument(name = "score", description = "Raw ranking score, any finite number."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
-    )
+```"#
 )]
 struct FitGaussianDoc;
 
-/// Gaussian calibration, `fit_gaussian_calib`: `σ(a·s² + b·s + c)` (Kweon et al. eq. 10),
+/// Gaussian calibration.
 pub(crate) struct Gaussian;
 
 impl Calibrator for Gaussian {

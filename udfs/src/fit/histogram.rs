@@ -33,8 +33,6 @@ the n_bins + 1 edges in `knots_x` and the rates in `knots_y`; `calibrate` clamps
 | [0.0, 0.6666666666666666] |
 +---------------------------+
 ```"#,
-    argument(name = "score", description = "Raw ranking score, any finite number."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "n_bins",
         description = "Number of bins, an integer constant in [1, 10000]. Default 15."

@@ -270,19 +270,9 @@ in `knots_y`.",
 | ilps   | 3     | 0.5 |
 +--------+-------+-----+
 ```"#,
-    argument(name = "logit", description = "The model's logit (any finite number)."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "n_knots",
         description = "Number of knots K, an integer constant in [1, 1000]. Default 100."
-    ),
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
     )
 )]
 struct FitIlpsDoc;

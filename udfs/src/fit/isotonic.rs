@@ -31,15 +31,9 @@ default 10,000,000; docs/SEMANTICS.md says what happens past it).",
 | [1.0, 2.0, 3.0, 4.0] | [0.0, 0.5, 0.5, 1.0] |
 +----------------------+----------------------+
 ```"#,
-    argument(name = "score", description = "Raw ranking score, any finite number."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "propensity",
         description = "Optional exposure propensity in (0, 1]: PAV on y/ω."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
     )
 )]
 struct FitIsotonicDoc;

@@ -40,7 +40,7 @@
 //! by rows: scores in [−20, 20] touch at most 43 blocks. Isotonic and histogram fits in
 //! grid mode use each cell's mean score.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion_common::{plan_err, Result};
@@ -48,7 +48,9 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
-use crate::common::{f64_list_type, list_type, literal, literal_checked, n_bins, CallShape};
+use crate::common::{
+    f64_list_type, list_type, literal, literal_checked, n_bins, with_argument_docs, CallShape,
+};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common};
 use crate::metrics::binning::Strategy;
 
@@ -184,6 +186,23 @@ impl Method {
     /// Whether the score is a probability (checked to lie in [0, 1]).
     pub fn takes_probability(self) -> bool {
         self.calibrator().takes_probability()
+    }
+
+    /// The fitting aggregate's documentation: the calibrator's, its argument table completed
+    /// with the shared argument texts (`crate::common::args`).
+    pub(crate) fn documentation(self) -> Option<&'static Documentation> {
+        static DOCS: OnceLock<Vec<Option<Documentation>>> = OnceLock::new();
+        let docs = DOCS.get_or_init(|| {
+            Method::ALL
+                .iter()
+                .map(|m| {
+                    let c = m.calibrator();
+                    c.documentation().map(|d| with_argument_docs(d, &c.shape()))
+                })
+                .collect()
+        });
+        docs.get(Method::ALL.iter().position(|m| *m == self)?)?
+            .as_ref()
     }
 
     /// Whether the fit and `calibrate` take a field.
@@ -363,6 +382,6 @@ impl AggregateUDFImpl for Fit {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        self.method.calibrator().documentation()
+        self.method.documentation()
     }
 }

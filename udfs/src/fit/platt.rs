@@ -28,21 +28,11 @@ use super::Method;
 +--------+-----------+-----+
 | platt  | true      | 0.5 |
 +--------+-----------+-----+
-```"#,
-    argument(name = "score", description = "Raw ranking score, any finite number."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
-    )
+```"#
 )]
 struct FitPlattDoc;
 
-/// Platt scaling, `fit_platt`: `σ(b·s + c)` with b >= 0 (Kweon et al. eq. 7), fitted by the
+/// Platt scaling.
 pub(crate) struct Platt;
 
 impl Calibrator for Platt {

@@ -30,21 +30,11 @@ label the optimum lies at T = +∞ (every probability 0.5): the model then has `
 +-------------+-------------+
 | temperature | 1.3222      |
 +-------------+-------------+
-```"#,
-    argument(name = "logit", description = "The model's logit (any finite number)."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: fit the debiased IPS loss."
-    ),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
-    )
+```"#
 )]
 struct FitTemperatureDoc;
 
-/// Temperature scaling, `fit_temperature`: `σ(logit / T)`, T > 0 (Guo et al. 2017), kept
+/// Temperature scaling.
 pub(crate) struct Temperature;
 
 impl Calibrator for Temperature {
