@@ -146,7 +146,7 @@ pub(crate) mod args {
 /// `doc` with its argument table in `shape`'s order: each argument's own text where `doc`
 /// gives one (`user_doc`'s `argument(…)`), else the text its [`Arg`] shares with other
 /// functions; an argument with neither is left out.
-pub(crate) fn with_argument_docs(
+fn with_argument_docs(
     doc: &datafusion_expr::Documentation,
     shape: &CallShape,
 ) -> datafusion_expr::Documentation {
@@ -168,6 +168,25 @@ pub(crate) fn with_argument_docs(
         arguments: Some(arguments),
         ..doc.clone()
     }
+}
+
+/// [`with_argument_docs`] of a function's documentation, made once per function name and
+/// kept for the life of the process (what `documentation()` returns is borrowed).
+pub(crate) fn documented(
+    doc: Option<&datafusion_expr::Documentation>,
+    shape: &CallShape,
+) -> Option<&'static datafusion_expr::Documentation> {
+    type Docs = std::collections::HashMap<&'static str, &'static datafusion_expr::Documentation>;
+    static DOCS: std::sync::OnceLock<std::sync::Mutex<Docs>> = std::sync::OnceLock::new();
+    let doc = doc?;
+    let mut docs = DOCS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(
+        docs.entry(shape.name)
+            .or_insert_with(|| Box::leak(Box::new(with_argument_docs(doc, shape)))),
+    )
 }
 
 /// The call shape of a function: its name, its required and optional arguments.

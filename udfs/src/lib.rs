@@ -1,9 +1,15 @@
 //! # calibsql-udfs
 //!
 //! DataFusion functions to evaluate, debias and calibrate the probabilities of ranking and CTR
-//! models in SQL: calibration metrics (ECE, MCE, reliability, log loss, Brier, AUC, field-level
-//! ECE/RCE, IPS log loss) as aggregates, and the Wilson / ConfCalib / propensity helpers as
-//! scalars. The SQL contract is `SPEC.md`; where it is silent, `docs/SEMANTICS.md`.
+//! models in SQL: calibration metrics (ECE, MCE, reliability, ACE, RMSCE, smooth ECE, debiased
+//! ECE, log loss, Brier, normalized entropy, IPS log loss, AUC, field-level ECE/RCE, MVCE) as
+//! aggregates; eleven calibrators fitted as aggregates (`fit_platt`, `fit_temperature`,
+//! `fit_beta_calib`, `fit_gaussian_calib`, `fit_gamma_calib`, `fit_isotonic`,
+//! `fit_histogram`, `fit_ilps`, `fit_bbq`, `fit_field_calib`, `fit_confcalib`) and applied by
+//! the scalar `calibrate`; the `_state` / `_merge` twins that store and merge partial states;
+//! and the Wilson / ConfCalib / propensity helpers as scalars. What the functions compute, and
+//! what calibsql chose where the papers and tools leave room, is `docs/functions.md`
+//! (generated from the functions' own documentation) and `docs/SEMANTICS.md`.
 //!
 //! ```
 //! # use calibsql_udfs::{all_aggregate_functions, all_scalar_functions};
@@ -11,6 +17,80 @@
 //! assert!(all_aggregate_functions().iter().any(|f| f.name() == "ece"));
 //! assert!(all_scalar_functions().iter().any(|f| f.name() == "sigmoid"));
 //! ```
+//!
+//! ## Where things are
+//!
+//! - `registry.rs`: the one list of functions; everything that enumerates functions reads it.
+//! - `common.rs`: argument roles and call shapes (`Arg`, `CallShape`, the shared arguments in
+//!   `common::args`), literal arguments, row masks, validation.
+//! - `kernel.rs`: an aggregate written once as a `Kernel`, served as both a
+//!   `GroupsAccumulator` and an `Accumulator`.
+//! - [`metrics`]: one family of metrics a file; [`fit`]: one calibrator a file, plus the
+//!   shared fitting aggregate, state and solvers; [`model`]: the model struct and
+//!   `calibrate`; [`state`]: the `_state` / `_merge` wrappers; [`scalars`]: the scalar helpers.
+//!
+//! ## Adding a function
+//!
+//! A metric is one new file and one line. Say `my_metric(p, y [, n_bins [, w]])`:
+//!
+//! 1. `metrics/my_metric.rs` (and `pub mod my_metric;` in `metrics/mod.rs`): a struct holding
+//!    its `Signature`, with
+//!    - `fn shape(&self) -> CallShape`: its name and arguments, the shared ones from
+//!      `common::args` (`args::P`, `args::Y`, `args::W`, `args::N_BINS`, …, which carry their
+//!      default and documentation), its own as `Arg::lit_num("level").or("0.95")`: the
+//!      default, a SQL literal, sits next to the name, and is what named calls that skip the
+//!      argument and the stored states' parameters use;
+//!    - `fn kernel(&self, args: &AccumulatorArgs) -> Result<K>`: a `Kernel` (kernel.rs) with
+//!      its per-group state, `update`, `merge`, `state`, `evaluate`;
+//!    - `impl AggregateUDFImpl` with `kernel_udaf_common!()` (name, signature, coercion,
+//!      both accumulators), `return_type` (which calls `self.shape().coerce`),
+//!      `state_fields` and `documentation` (`#[user_doc]`, section label as the others;
+//!      return it through `common::documented(self.doc(), &self.shape())`, which adds the
+//!      texts of the arguments declared in `common::args`, so they need no `argument(…)`);
+//!    - `kernel_aggregate!(MyMetric, retractable)`, which makes it a `KernelAggregate`, the
+//!      form the `_state` / `_merge` wrappers take.
+//! 2. One line in `registry::functions()`:
+//!    - `with_states(MyMetric::new()),` registers `my_metric`, `my_metric_state` and
+//!      `my_metric_merge` (a kernel whose state is bounded);
+//!    - `aggregate(MyMetric::new()),` registers `my_metric` alone (its state grows with the
+//!      rows, or it is not a kernel); it then implements `registry::Shaped`
+//!      (`fn call_shape(&self) -> Option<CallShape>`, `None` for a variable argument list);
+//!    - `scalar(MyScalar::new()),` for a scalar (`ScalarUDFImpl + Shaped`).
+//!
+//! Nothing else lists functions: `all_aggregate_functions`, `SHOW FUNCTIONS`, named-argument
+//! defaults ([`argument_default`]), the state functions and `docs/functions.md` follow.
+//! Regenerate the reference with `CALIBSQL_UPDATE_DOCS=1 cargo test --test sql
+//! functions_doc`. The registry-driven tests then ask for the new function's cases:
+//! `tests/sql/bad_input.rs` (a row of bad inputs, with its stored calls when it has twins),
+//! `tests/distributed.rs` (a distributed case), `tests/state/state_roundtrip.rs` (a call),
+//! plus its expected values from a generator under `tests/` (see `tests/README.md`).
+//!
+//! ## Adding a calibrator
+//!
+//! A calibrator is one new file and one line. Say `fit_my_calib(score, y [, propensity [,
+//! clip]])`, stored as method `my_calib`:
+//!
+//! 1. `fit/my_calib.rs` (and `mod my_calib;` in `fit/mod.rs`): a unit struct implementing
+//!    `fit::calibrator::Calibrator`:
+//!    - `shape()`: `CallShape { name: "fit_my_calib", required: &[args::SCORE, args::Y],
+//!      optional: &[args::PROPENSITY, args::CLIP] }`; the settings the fitting aggregate
+//!      reads by name from the arguments (`n_bins`/`n_knots`, `strategy`, `propensity`,
+//!      `clip`, `lambda`/`l2`) arrive in `Settings`;
+//!    - `documentation()`: its `#[user_doc]` (section "Calibrators");
+//!    - `exact_cap()` / `takes_probability()` / `field_aware()` where the defaults (the
+//!      parametric cap, a score, no field) do not fit;
+//!    - `fit(&self, st: &FitState, settings: &Settings, m: &mut Model)`: fills the model from
+//!      one group's state (`st.nodes()`, `st.sorted_points()`), or `fit_fields` for a
+//!      field-aware one;
+//!    - `apply(&self, m: &ModelRef, row, s)` (or `apply_field`): `calibrate`'s value, reading
+//!      the model through `ModelRef`'s checked accessors (`num`, `clamp`, `knots`,
+//!      `increasing_knots`, `right_closed_step`, …).
+//! 2. One line in `calibrators!` (fit/mod.rs): `MyCalib = "my_calib" => my_calib::MyCalib,`.
+//!    It adds the model's [`fit::Method`] value (stored as `"my_calib"`), the dispatch of
+//!    `calibrate`, and the registration of `fit_my_calib` with its `_state` / `_merge` twins.
+//!
+//! A stored method is never renamed: `tests/fits/stored_models.rs` applies models written by
+//! an earlier release.
 #![deny(clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr)]
 #![warn(clippy::clone_on_ref_ptr)]
 // One exception, allowed where it is: `metrics::binning::uniform_bin`'s SSE2 conversion.

@@ -40,7 +40,7 @@
 //! by rows: scores in [−20, 20] touch at most 43 blocks. Isotonic and histogram fits in
 //! grid mode use each cell's mean score.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion_common::{plan_err, Result};
@@ -49,7 +49,7 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
 use crate::common::{
-    f64_list_type, list_type, literal, literal_checked, n_bins, with_argument_docs, CallShape,
+    documented, f64_list_type, list_type, literal, literal_checked, n_bins, CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common};
 use crate::metrics::binning::Strategy;
@@ -191,18 +191,8 @@ impl Method {
     /// The fitting aggregate's documentation: the calibrator's, its argument table completed
     /// with the shared argument texts (`crate::common::args`).
     pub(crate) fn documentation(self) -> Option<&'static Documentation> {
-        static DOCS: OnceLock<Vec<Option<Documentation>>> = OnceLock::new();
-        let docs = DOCS.get_or_init(|| {
-            Method::ALL
-                .iter()
-                .map(|m| {
-                    let c = m.calibrator();
-                    c.documentation().map(|d| with_argument_docs(d, &c.shape()))
-                })
-                .collect()
-        });
-        docs.get(Method::ALL.iter().position(|m| *m == self)?)?
-            .as_ref()
+        let c = self.calibrator();
+        documented(c.documentation(), &c.shape())
     }
 
     /// Whether the fit and `calibrate` take a field.

@@ -52,13 +52,7 @@ rows), a count per distinct score.",
 +-------+
 | 0.875 |
 +-------+
-```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
-    )
+```"#
 )]
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Auc {
@@ -119,7 +113,7 @@ impl AggregateUDFImpl for Auc {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        self.doc()
+        crate::common::documented(self.doc(), &self.shape())
     }
 }
 

@@ -43,9 +43,7 @@ when no row is usable.",
 +----------+
 | 0.309121 |
 +----------+
-```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1.")
+```"#
 )]
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct EceDebiased {
@@ -96,7 +94,7 @@ impl AggregateUDFImpl for EceDebiased {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        self.doc()
+        crate::common::documented(self.doc(), &self.shape())
     }
 }
 

@@ -51,15 +51,9 @@ biases. NULL field values form one group. NULL when no row is usable.",
 | 0.5  |
 +------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "field",
         description = "The field: a column of any hashable type."
-    ),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
     )
 )]
 struct FieldEceDoc;
@@ -80,8 +74,6 @@ usable.",
 | 0.5  |
 +------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "field",
         description = "The field: a column of any hashable type."
@@ -89,10 +81,6 @@ usable.",
     argument(
         name = "eps",
         description = "Smoothing of the denominator, a constant >= 0. Default 0.01."
-    ),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
     )
 )]
 struct FieldRceDoc;
@@ -181,10 +169,11 @@ impl AggregateUDFImpl for FieldMetric {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        match self.kind {
+        let doc = match self.kind {
             FieldKind::Ece => FieldEceDoc.doc(),
             FieldKind::Rce => FieldRceDoc.doc(),
-        }
+        };
+        crate::common::documented(doc, &self.shape())
     }
 }
 

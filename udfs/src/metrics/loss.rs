@@ -49,15 +49,9 @@ pub enum LossKind {
 | 0.693147 |
 +----------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "eps",
         description = "Clipping constant in [0, 0.5). Default 2.220446049250313e-16."
-    ),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
     )
 )]
 struct LogLossDoc;
@@ -73,13 +67,7 @@ struct LogLossDoc;
 +-------+
 | 0.25  |
 +-------+
-```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
-    )
+```"#
 )]
 struct BrierDoc;
 
@@ -98,13 +86,7 @@ is usable.",
 | 0.693147 |
 +----------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(name = "propensity", description = "Exposure propensity in (0, 1]."),
-    argument(
-        name = "clip",
-        description = "Lower clip of the propensity, a constant in [0, 1]. Default 0.1."
-    ),
     argument(
         name = "eps",
         description = "Clipping constant of p in [0, 0.5). Default 2.220446049250313e-16."
@@ -126,13 +108,7 @@ predicting the base rate. Equal to 1 − scikit-learn's `d2_log_loss_score`. p i
 +----------+
 | 0.431367 |
 +----------+
-```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
-    )
+```"#
 )]
 struct NormalizedEntropyDoc;
 
@@ -243,12 +219,13 @@ impl AggregateUDFImpl for MeanLoss {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        match self.kind {
+        let doc = match self.kind {
             LossKind::LogLoss => LogLossDoc.doc(),
             LossKind::Brier => BrierDoc.doc(),
             LossKind::IpsLogLoss => IpsLogLossDoc.doc(),
             LossKind::NormalizedEntropy => NormalizedEntropyDoc.doc(),
-        }
+        };
+        crate::common::documented(doc, &self.shape())
     }
 }
 

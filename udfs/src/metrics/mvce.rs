@@ -51,8 +51,6 @@ only on the key, so the result does not depend on partitioning or machines. Rows
 | 0.5     |
 +---------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "key",
         description = "The key whose hash assigns rows to bins (a user or item id): integers or text; other types are cast to text."
@@ -145,7 +143,7 @@ impl AggregateUDFImpl for Mvce {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        self.doc()
+        crate::common::documented(self.doc(), &self.shape())
     }
 }
 

@@ -53,8 +53,6 @@ without `sigma`, 16 KB with σ ≥ 0.01). NULL when no row is usable.",
 | 0.282 |
 +-------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "sigma",
         description = "Kernel bandwidth, a constant >= 0.0001. Default: chosen as relplot's `smECE` does."
@@ -131,7 +129,7 @@ impl AggregateUDFImpl for SmoothEce {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        self.doc()
+        crate::common::documented(self.doc(), &self.shape())
     }
 }
 
