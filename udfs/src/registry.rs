@@ -75,13 +75,17 @@ enum Function {
         udaf: Arc<AggregateUDF>,
         shape: Option<CallShape>,
         /// `F` and its `F_state` and `F_merge`, for an aggregate whose state is bounded.
-        twins: Option<(Arc<dyn KernelAggregate>, [Arc<AggregateUDF>; 2])>,
+        twins: Option<Twins>,
     },
     Scalar {
         udf: Arc<ScalarUDF>,
         shape: Option<CallShape>,
     },
 }
+
+/// An aggregate whose state is bounded, as the `_state` / `_merge` wrappers see it, and
+/// those two.
+type Twins = (Arc<dyn KernelAggregate>, [Arc<AggregateUDF>; 2]);
 
 /// A function whose arguments a [`CallShape`] describes (its defaults included); `None` for
 /// one whose arguments no fixed list names (`multi_field_rce`'s variable number of fields),

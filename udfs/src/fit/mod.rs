@@ -3,7 +3,7 @@
 //! `fit_gaussian_calib` (gaussian.rs), `fit_gamma_calib` (gamma.rs), `fit_isotonic`
 //! (isotonic.rs), `fit_histogram` (histogram.rs), `fit_ilps` (ilps.rs), `fit_bbq` (bbq.rs),
 //! and the field-aware `fit_confcalib` (confcalib.rs) and `fit_field_calib`
-//! (field_calib.rs). Each is a [`calibrator::Calibrator`]: its signature, documentation, fit
+//! (field_calib.rs). Each is a `calibrator::Calibrator`: its signature, documentation, fit
 //! and application. Each fit returns the one model struct of [`crate::model`], which
 //! `calibrate(score, model [, field])` applies through the model's [`Method`].
 //!
