@@ -51,8 +51,9 @@ impl Entry {
 /// The sums of one grid cell (its start is implied by its position), as pairs under the
 /// weights (1, t): [Σn, Σt], [Σn·d, Σt·d], [Σn·d², Σt·d²]. Paired so that a row's update is
 /// three two-lane multiply-adds: three 16-byte loads and stores instead of six of 8 bytes,
-/// in a row loop whose speed out of a query was set by its instruction count. The
-/// products are formed as before, (w·d)·d, so the sums are the same to the last bit.
+/// in a row loop whose speed out of a query is set by its instruction count. The
+/// products are formed as (w·d)·d, the order of the unpaired sums, so pairing changes no
+/// bit of them.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(16))]
 pub(super) struct Cell {

@@ -31,9 +31,10 @@
 //! is exact for the terms linear in t (f is quadratic in s for Platt and Gaussian) and leaves
 //! an error of order max|softplus‴|·(f′·width)³ per row in the softplus term (measured on
 //! 100,000 distinct logits, `tests/fits/fit_grid.rs`: at most 4e-12 relative at 128 cells, 1.6e-12
-//! at 256, 1e-14 at 1024). The parametric fits use 128 cells: in a query the Parquet decoding
-//! evicts the cells between batches, and at 256 the row loop was about 25% slower (1024 was
-//! 15% slower again). The non-parametric fits' knots move with the cells, so they keep 256.
+//! at 256, 1e-14 at 1024). The parametric fits use 128 cells, which keeps the cells a batch
+//! touches in cache between the Parquet decoding's evictions (the measurements are in
+//! `docs/performance.md`). The non-parametric fits' knots move with the cells, so they keep
+//! 256.
 //! The grid is fixed, so merging states is exact and the result does not depend on
 //! partitioning. Cells live in blocks of 2^k (6 or 12 KiB) allocated when first touched and
 //! found by direct indexing, so memory is bounded by the powers of two the data spans, not

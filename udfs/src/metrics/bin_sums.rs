@@ -1,4 +1,4 @@
-//! The per-bin sums of the fixed-edge binned metrics (`ece`, `mce`, `reliability`, `ace`,
+//! The per-bin sums of the binned metrics (`ece`, `mce`, `reliability`, `ace`,
 //! `rmsce`): `m` bins per group, group-major.
 //!
 //! A bin's full sums ([`BinStats`]) are the row count, Σw, Σw·p, Σw·y, Σw·(y − p) and Σw².
@@ -405,6 +405,30 @@ impl BinSums {
         }
         true
     }
+}
+
+/// One bin of a finished group, with the edges `reliability` reports.
+pub(super) struct Bin {
+    pub(super) stats: BinStats,
+    pub(super) lower: Option<f64>,
+    pub(super) upper: Option<f64>,
+}
+
+/// The copies of per-slot sums that a row loop keeps — row i of each quad to copy i, so
+/// that rows of one slot (a bin, or a place among brackets) do not wait for each other's
+/// addition — laid out copy-major: copy k of slot j at `k * slots + j`.
+pub(super) const COPIES: usize = 4;
+
+/// Per slot, the [rows, Σp] of its [`COPIES`] copies, summed in copy order.
+pub(super) fn sum_copies(copies: &[[f64; 2]], slots: usize) -> Vec<[f64; 2]> {
+    (0..slots)
+        .map(|j| {
+            (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
+                let s = copies[k * slots + j];
+                [n + s[0], sp + s[1]]
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
-use super::bin_sums::{BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
+use super::bin_sums::{Bin, BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
 use super::binning::{uniform_bin, FixedBins, Strategy};
 use super::quantile_bins::quantile_bins;
 use crate::common::{
@@ -323,13 +323,6 @@ impl AggregateUDFImpl for Binned {
         static DOCS: [OnceLock<Documentation>; 5] = [const { OnceLock::new() }; 5];
         Some(DOCS[self.kind as usize].get_or_init(|| documentation(self.kind)))
     }
-}
-
-/// One bin of a finished group, with the edges `reliability` reports.
-pub(super) struct Bin {
-    pub(super) stats: BinStats,
-    pub(super) lower: Option<f64>,
-    pub(super) upper: Option<f64>,
 }
 
 #[derive(Debug)]

@@ -3,8 +3,7 @@
 //! between (two per edge, found by a selection, not a sort), then every row counted into its
 //! bin. Many unweighted rows take one pass instead (`quantile_pass`).
 
-use super::bin_sums::{self, CNT, NSTATS, W, WD, WP, WW, WY};
-use super::binned::Bin;
+use super::bin_sums::{self, sum_copies, Bin, CNT, COPIES, NSTATS, W, WD, WP, WW, WY};
 use super::binning::{quantile_edges, quantile_edges_unsorted};
 use super::quantile_pass::one_pass;
 use crate::values::Rows;
@@ -71,23 +70,6 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
         }
     }
     out
-}
-
-/// The copies of per-slot sums that a row loop keeps — row i of each quad to copy i, so
-/// that rows of one slot (a bin, or a place among brackets) do not wait for each other's
-/// addition — laid out copy-major: copy k of slot j at `k * slots + j`.
-pub(super) const COPIES: usize = 4;
-
-/// Per slot, the [rows, Σp] of its [`COPIES`] copies, summed in copy order.
-pub(super) fn sum_copies(copies: &[[f64; 2]], slots: usize) -> Vec<[f64; 2]> {
-    (0..slots)
-        .map(|j| {
-            (0..COPIES).fold([0.0, 0.0], |[n, sp], k| {
-                let s = copies[k * slots + j];
-                [n + s[0], sp + s[1]]
-            })
-        })
-        .collect()
 }
 
 /// Sets the bins' lower and upper edges.

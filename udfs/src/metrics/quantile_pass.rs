@@ -25,8 +25,8 @@
 //! sample's range (`PlaceTable`: 16,384 one-byte cells, in a core's L1 cache); only the rows
 //! in a cell that a bracket bound crosses compare against the bounds.
 
+use super::bin_sums::{sum_copies, COPIES};
 use super::binning::{quantile_levels, unweighted_quantile_edges};
-use super::quantile_bins::{sum_copies, COPIES};
 use crate::values::Rows;
 
 /// Rows from which the pass is used; below, the radix selection is as fast.

@@ -21,9 +21,8 @@ fn unkey(k: u64) -> f64 {
 /// Sorts f64 values ascending in `total_cmp` order, in place (no scratch buffer: the
 /// rows are often most of a query's memory): the values are replaced by their
 /// order-preserving bit patterns, sorted as integers by the standard library's unstable sort
-/// (pattern-defeating quicksort), and turned back. On 5M distinct probabilities this was
-/// measured faster than the LSD radix sort it replaces, which needed a second buffer of the
-/// input's size (see `docs/SEMANTICS.md`).
+/// (pattern-defeating quicksort), and turned back (why not a radix sort:
+/// `docs/performance.md`).
 pub(crate) fn sort_f64(v: &mut [f64]) {
     for x in v.iter_mut() {
         *x = f64::from_bits(key(*x));
@@ -45,9 +44,7 @@ const SELECT_MAX_RANKS: usize = 130;
 /// [`DIGIT_BITS`] (16 + 6 × 8 = 64).
 const TOP_BITS: u32 = 16;
 /// A later digit: 256 counters (2 KiB) per bucket still searched, so a pass's counters stay
-/// in a core's L1 cache. With 16-bit digits (512 KiB of counters a bucket) perf put nearly
-/// all of the selection's time on the counters; 12 bits measured about 15% slower than 8 on
-/// 20M distinct scores.
+/// in a core's L1 cache (wider digits: `docs/performance.md`).
 const DIGIT_BITS: u32 = 8;
 const DIGIT_MASK: usize = (1 << DIGIT_BITS) - 1;
 /// Buckets of at most this many rows are collected and sorted rather than counted again.
@@ -58,8 +55,8 @@ const NONE: u32 = u32::MAX;
 /// The buckets a selection still searches: the chain of tables from a key's digits to the
 /// slot of its bucket at the deepest level counted so far. Every level has one more slot
 /// than it searches, the *discard* slot (the last), where keys outside the searched buckets
-/// go: the passes read every key without a branch on whether it is wanted (a branch that
-/// distinct scores take at random; dropping it measured about 7% faster).
+/// go: the passes read every key without a branch on whether it is wanted, a branch that
+/// distinct scores would take at random.
 struct Buckets {
     /// The top digit → a slot of level 0.
     top: Vec<u32>,

@@ -1,0 +1,387 @@
+//! The projected Newton method of the ordered fits (`fit_ilps`, `fit_field_calib`): a
+//! piecewise-linear η through K knots `a_k = logit(k/(K+1))` with ordered values `b_1 ≤ … ≤
+//! b_K`, plus one free offset per field value, fitted on the summed log loss and an L2
+//! penalty on the offsets.
+//!
+//! Written in x = (b_1, d_1, …, d_{K−1}) with `b_{k+1} = b_k + d_k`, the order becomes the
+//! bounds `d ≥ 0`; Bertsekas' projected Newton method (1982) takes a Newton step on the
+//! variables not held at their bound, a scaled gradient step on those that are, and an Armijo
+//! search along the projection arc. The offsets are eliminated by their Schur complement (the
+//! Hessian's offset block is diagonal), so each step solves a dense K×K system (the 2-D
+//! suffix sums of the tridiagonal Hessian in b) by Cholesky: O(rows + K²·values) a step.
+//! Knots without data are filled by interpolation ([`fill_unsupported`]).
+
+// Dense matrices read best with index loops.
+#![allow(clippy::needless_range_loop)]
+
+use super::active_set::softplus;
+use crate::scalars::sigmoid;
+
+const MAX_ITERATIONS: i32 = 500;
+
+/// The knots `a_k = ln(p / (1 − p))`, `p = k / (K + 1)`, k = 1..K.
+pub(crate) fn ilps_knots(k: usize) -> Vec<f64> {
+    (1..=k)
+        .map(|i| {
+            let p = i as f64 / (k + 1) as f64;
+            (p / (1.0 - p)).ln()
+        })
+        .collect()
+}
+
+/// One quadrature node located among the knots: η = (1 − λ)·b[k] + λ·b[k+1], with weight `a`
+/// on softplus(η) and `t` on −η.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub k: usize,
+    pub lambda: f64,
+    pub a: f64,
+    pub t: f64,
+}
+
+/// Locates score `s` among the knots.
+pub(crate) fn locate(knots: &[f64], s: f64) -> (usize, f64) {
+    let n = knots.len();
+    if s <= knots[0] || n == 1 {
+        return (0, 0.0);
+    }
+    if s >= knots[n - 1] {
+        return (n - 1, 0.0);
+    }
+    let k = knots.partition_point(|&a| a <= s) - 1; // knots[k] <= s < knots[k+1]
+    (k, (s - knots[k]) / (knots[k + 1] - knots[k]))
+}
+
+/// η of a located node.
+#[inline]
+pub(crate) fn eta(b: &[f64], p: &Located) -> f64 {
+    if p.lambda == 0.0 {
+        b[p.k]
+    } else {
+        (1.0 - p.lambda) * b[p.k] + p.lambda * b[p.k + 1]
+    }
+}
+
+/// The Hessian in x from the tridiagonal Hessian in b (`diag`, `off` = superdiagonal).
+pub(crate) fn suffix_hessian(diag: &[f64], off: &[f64]) -> Vec<Vec<f64>> {
+    let kn = diag.len();
+    // Row sums of H_b restricted to columns ≥ j, for each row k: S[k][j]. Then
+    // H_x[i][j] = Σ_{k≥i} S[k][j]. Both are cumulative sums of a tridiagonal matrix.
+    let hb = |k: usize, l: usize| -> f64 {
+        if k == l {
+            diag[k]
+        } else if l == k + 1 {
+            off[k]
+        } else if k == l + 1 {
+            off[l]
+        } else {
+            0.0
+        }
+    };
+    let mut hx = vec![vec![0.0; kn]; kn];
+    // Column suffix sums per row, then row suffix sums.
+    let mut col = vec![vec![0.0; kn]; kn];
+    for k in 0..kn {
+        let mut acc = 0.0;
+        for j in (0..kn).rev() {
+            if j + 1 >= k && j <= k + 1 {
+                acc += hb(k, j);
+            }
+            col[k][j] = acc;
+        }
+    }
+    for j in 0..kn {
+        let mut acc = 0.0;
+        for i in (0..kn).rev() {
+            acc += col[i][j];
+            hx[i][j] = acc;
+        }
+    }
+    hx
+}
+
+/// Solves H_FF p = −g_F by Cholesky, with a small ridge for directions without curvature
+/// (knots without data).
+pub(crate) fn newton_step(h: &[Vec<f64>], g: &[f64], free: &[usize]) -> Vec<f64> {
+    let m = free.len();
+    let scale = free
+        .iter()
+        .map(|&j| h[j][j])
+        .fold(0.0, f64::max)
+        .max(1e-300);
+    let ridge = 1e-12 * scale;
+    let mut l = vec![vec![0.0; m]; m];
+    for r in 0..m {
+        for c in 0..=r {
+            let mut s = h[free[r]][free[c]];
+            if r == c {
+                s += ridge;
+            }
+            for k in 0..c {
+                s -= l[r][k] * l[c][k];
+            }
+            if r == c {
+                l[r][c] = s.max(ridge).sqrt();
+            } else {
+                l[r][c] = s / l[c][c];
+            }
+        }
+    }
+    let mut y = vec![0.0; m];
+    for r in 0..m {
+        let mut s = -g[free[r]];
+        for k in 0..r {
+            s -= l[r][k] * y[k];
+        }
+        y[r] = s / l[r][r];
+    }
+    let mut p = vec![0.0; m];
+    for r in (0..m).rev() {
+        let mut s = y[r];
+        for k in r + 1..m {
+            s -= l[k][r] * p[k];
+        }
+        p[r] = s / l[r][r];
+    }
+    p
+}
+
+/// Which knots some node depends on.
+pub(crate) fn supported(nodes: &[Located], kn: usize) -> Vec<bool> {
+    let mut out = vec![false; kn];
+    for p in nodes {
+        if p.a == 0.0 && p.t == 0.0 {
+            continue;
+        }
+        if p.lambda < 1.0 {
+            out[p.k] = true;
+        }
+        if p.lambda > 0.0 {
+            out[p.k + 1] = true;
+        }
+    }
+    out
+}
+
+/// Knots without data: interpolated in `a` between the nearest supported knots, constant
+/// beyond the outermost ones (see the module documentation).
+pub(crate) fn fill_unsupported(knots: &[f64], b: &mut [f64], supported: &[bool]) {
+    let idx: Vec<usize> = (0..b.len()).filter(|&k| supported[k]).collect();
+    let (Some(&first), Some(&last)) = (idx.first(), idx.last()) else {
+        return;
+    };
+    for k in 0..first {
+        b[k] = b[first];
+    }
+    for k in last + 1..b.len() {
+        b[k] = b[last];
+    }
+    for w in idx.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        for k in lo + 1..hi {
+            let t = (knots[k] - knots[lo]) / (knots[hi] - knots[lo]);
+            b[k] = b[lo] + t * (b[hi] - b[lo]);
+        }
+    }
+}
+
+/// The result of [`solve_with_offsets`].
+pub(crate) struct OrderedFit {
+    /// Knot values (knots without data filled in).
+    pub b: Vec<f64>,
+    /// One offset per field value.
+    pub g: Vec<f64>,
+    /// The summed data term (without the penalty).
+    pub data_loss: f64,
+    pub iterations: i32,
+    pub converged: bool,
+}
+
+/// Minimises `Σ a·softplus(η + g_z) − t·(η + g_z) + l2/2·Σ g_z²` over ordered knot values and
+/// `zn` offsets (`zn` = 0: plain ILPS, every node's field index ignored), starting from the
+/// identity η(l) = l and g = 0.
+pub(crate) fn solve_with_offsets(
+    nodes: &[(usize, Located)],
+    zn: usize,
+    l2: f64,
+    knots: &[f64],
+    rows: f64,
+) -> OrderedFit {
+    let kn = knots.len();
+    let offset = |g: &[f64], z: usize| if zn == 0 { 0.0 } else { g[z] };
+    let value = |b: &[f64], g: &[f64]| -> f64 {
+        let data: f64 = nodes
+            .iter()
+            .map(|(z, p)| {
+                let e = eta(b, p) + offset(g, *z);
+                p.a * softplus(e) - p.t * e
+            })
+            .sum();
+        data + 0.5 * l2 * g.iter().map(|v| v * v).sum::<f64>()
+    };
+    let to_b = |x: &[f64]| -> Vec<f64> {
+        let mut acc = 0.0;
+        x.iter()
+            .enumerate()
+            .map(|(j, v)| {
+                acc = if j == 0 { *v } else { acc + v };
+                acc
+            })
+            .collect()
+    };
+    let mut x: Vec<f64> = std::iter::once(knots[0])
+        .chain(knots.windows(2).map(|w| w[1] - w[0]))
+        .collect();
+    let mut g = vec![0.0; zn];
+    let mut b = to_b(&x);
+    let mut f = value(&b, &g);
+    let tol = 1e-13 * rows.max(1.0);
+    let (mut iterations, mut converged) = (0, false);
+    while iterations < MAX_ITERATIONS {
+        iterations += 1;
+        let mut gb = vec![0.0; kn];
+        let mut diag = vec![0.0; kn];
+        let mut off = vec![0.0; kn.saturating_sub(1)];
+        let mut gg: Vec<f64> = g.iter().map(|v| l2 * v).collect();
+        let mut dz = vec![l2; zn];
+        let mut cb = vec![vec![0.0; zn]; kn]; // cross terms in b, then x
+        for (z, p) in nodes {
+            let e = eta(&b, p) + offset(&g, *z);
+            let s = sigmoid(e);
+            let r = p.a * s - p.t;
+            let h = p.a * s * (1.0 - s);
+            let (w0, w1) = (1.0 - p.lambda, p.lambda);
+            gb[p.k] += r * w0;
+            diag[p.k] += h * w0 * w0;
+            if zn > 0 {
+                cb[p.k][*z] += h * w0;
+            }
+            if w1 != 0.0 {
+                gb[p.k + 1] += r * w1;
+                diag[p.k + 1] += h * w1 * w1;
+                off[p.k] += h * w0 * w1;
+                if zn > 0 {
+                    cb[p.k + 1][*z] += h * w1;
+                }
+            }
+            if zn > 0 {
+                gg[*z] += r;
+                dz[*z] += h;
+            }
+        }
+        let mut gx = vec![0.0; kn];
+        let mut acc = 0.0;
+        for k in (0..kn).rev() {
+            acc += gb[k];
+            gx[k] = acc;
+        }
+        for k in (0..kn.saturating_sub(1)).rev() {
+            for z in 0..zn {
+                cb[k][z] += cb[k + 1][z];
+            }
+        }
+        let at_bound = |j: usize| j > 0 && x[j] <= 0.0 && gx[j] > 0.0;
+        let pg = (0..kn)
+            .map(|j| if at_bound(j) { 0.0 } else { gx[j].abs() })
+            .chain(gg.iter().map(|v| v.abs()))
+            .fold(0.0, f64::max);
+        if pg <= tol {
+            converged = true;
+            break;
+        }
+        let eps = pg.min(1e-8);
+        let active: Vec<bool> = (0..kn)
+            .map(|j| j > 0 && x[j] <= eps && gx[j] > 0.0)
+            .collect();
+        let free: Vec<usize> = (0..kn).filter(|&j| !active[j]).collect();
+        let hx = suffix_hessian(&diag, &off);
+        let dmax = dz.iter().fold(0.0f64, |a, &v| a.max(v));
+        let dz: Vec<f64> = dz
+            .iter()
+            .map(|&v| v.max(1e-12 * dmax.max(1e-300)))
+            .collect();
+        // Schur complement on the free x: S = H_FF − C_F D⁻¹ C_Fᵀ, rhs = −(g_F − C_F D⁻¹ gg).
+        let m_free = free.len();
+        let mut schur = vec![vec![0.0; m_free]; m_free];
+        let mut rhs_grad = vec![0.0; m_free];
+        for (a, &i) in free.iter().enumerate() {
+            rhs_grad[a] = gx[i] - (0..zn).map(|z| cb[i][z] * gg[z] / dz[z]).sum::<f64>();
+            for (c, &j) in free.iter().enumerate().take(a + 1) {
+                let v = hx[i][j] - (0..zn).map(|z| cb[i][z] * cb[j][z] / dz[z]).sum::<f64>();
+                schur[a][c] = v;
+                schur[c][a] = v;
+            }
+        }
+        let all: Vec<usize> = (0..m_free).collect();
+        let px_free = newton_step(&schur, &rhs_grad, &all);
+        let mut px = vec![0.0; kn];
+        for (a, &i) in free.iter().enumerate() {
+            px[i] = px_free[a];
+        }
+        for j in 0..kn {
+            if active[j] {
+                px[j] = -gx[j] / hx[j][j].max(1e-12);
+            }
+        }
+        let pgz: Vec<f64> = (0..zn)
+            .map(|z| {
+                let cross: f64 = free.iter().map(|&i| cb[i][z] * px[i]).sum();
+                -(gg[z] + cross) / dz[z]
+            })
+            .collect();
+        let mut alpha = 1.0;
+        let mut accepted = false;
+        for _ in 0..60 {
+            let tx: Vec<f64> = (0..kn)
+                .map(|j| {
+                    let v = x[j] + alpha * px[j];
+                    if j > 0 {
+                        v.max(0.0)
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            let tg: Vec<f64> = (0..zn).map(|z| g[z] + alpha * pgz[z]).collect();
+            let tb = to_b(&tx);
+            let tf = value(&tb, &tg);
+            let decrease: f64 = (0..kn).map(|j| gx[j] * (tx[j] - x[j])).sum::<f64>()
+                + (0..zn).map(|z| gg[z] * (tg[z] - g[z])).sum::<f64>();
+            if tf.is_finite() && tf <= f + 1e-4 * decrease {
+                let done = (f - tf).abs() <= 1e-16 * f.abs().max(1e-300);
+                x = tx;
+                g = tg;
+                b = tb;
+                f = tf;
+                accepted = true;
+                converged = done;
+                break;
+            }
+            alpha *= 0.5;
+        }
+        if !accepted || converged {
+            converged = converged || pg <= 1e-9 * rows.max(1.0);
+            break;
+        }
+        if b.iter().chain(&g).any(|v| v.abs() > 1e6) {
+            // Diverging: separable past a knot, or an IPS objective unbounded below.
+            break;
+        }
+    }
+    let flat: Vec<Located> = nodes.iter().map(|(_, p)| *p).collect();
+    fill_unsupported(knots, &mut b, &supported(&flat, kn));
+    let data_loss: f64 = nodes
+        .iter()
+        .map(|(z, p)| {
+            let e = eta(&b, p) + offset(&g, *z);
+            p.a * softplus(e) - p.t * e
+        })
+        .sum();
+    OrderedFit {
+        b,
+        g,
+        data_loss,
+        iterations,
+        converged,
+    }
+}
