@@ -146,6 +146,8 @@ pub fn argument_default(func: &str, arg: &str) -> Option<&'static str> {
     Some(match (func, arg) {
         ("ace", "strategy") => "'quantile'",
         ("fit_confcalib", "n_bins") => "10",
+        ("hosmer_lemeshow", "n_groups") => "10",
+        ("calibration_decomposition", "score") => "'brier'",
         (_, "n_knots") => "100",
         ("mvce", "rounds") => "10",
         (_, "l2") => "1.0",

@@ -25,6 +25,7 @@ use datafusion_expr::{AggregateUDF, ScalarUDF};
 mod common;
 mod fastmath;
 pub mod fit;
+pub mod inference;
 mod kernel;
 mod labels;
 pub mod metrics;
@@ -75,6 +76,15 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Fit::new(FitMethod::Bbq))),
         udaf(Arc::new(fit::FieldFit::new(FitMethod::ConfCalib))),
         udaf(Arc::new(fit::FieldFit::new(FitMethod::FieldCalib))),
+        udaf(Arc::new(inference::spiegelhalter::Spiegelhalter::new())),
+        udaf(Arc::new(
+            inference::calibration_slope::CalibrationSlope::new(),
+        )),
+        udaf(Arc::new(inference::hosmer_lemeshow::HosmerLemeshow::new())),
+        udaf(Arc::new(
+            inference::decomposition::CalibrationDecomposition::new(),
+        )),
+        udaf(Arc::new(inference::field_bias::FieldBias::new())),
     ]
     .into_iter()
     .chain(state::state_functions())
@@ -93,6 +103,8 @@ pub fn with_exact_cap(udaf: &AggregateUDF, cap: usize) -> Option<AggregateUDF> {
             Arc::new(f.capped(cap)?)
         } else if let Some(f) = inner.downcast_ref::<fit::FieldFit>() {
             Arc::new(f.capped(cap)?)
+        } else if let Some(f) = inference::capped(inner.as_ref(), cap) {
+            f
         } else {
             state::capped_wrapper(inner.as_ref(), cap)?
         };

@@ -18,7 +18,7 @@ use crate::model::Model;
 use super::*;
 
 #[derive(Debug)]
-pub(super) struct FitKernel {
+pub(crate) struct FitKernel {
     pub(super) method: FitMethod,
     /// Distinct scores kept exactly per group before the grid.
     pub(super) cap: usize,
@@ -27,8 +27,8 @@ pub(super) struct FitKernel {
     pub(super) quantile: bool,
     pub(super) prop_col: Option<usize>,
     pub(super) clip: f64,
-    pub(super) groups: Vec<FitState>,
-    pub(super) bytes: usize,
+    pub(crate) groups: Vec<FitState>,
+    pub(crate) bytes: usize,
 }
 
 /// A batch at least this long on the whole-batch path reserves the exact mode's full
@@ -120,7 +120,7 @@ impl FitKernel {
 impl FitKernel {
     /// The inner kernel of a field-aware fit: it only keeps (score, y) states per inner
     /// group and reports errors under the field-aware function's name.
-    pub(super) fn for_field(method: FitMethod, cap: usize) -> Self {
+    pub(crate) fn for_field(method: FitMethod, cap: usize) -> Self {
         Self {
             method,
             cap,

@@ -59,10 +59,14 @@ mod state;
 use bbq::fit_bbq;
 use grid::*;
 use ilps::fit_ilps;
-use kernel::*;
 use nonparametric::*;
 use parametric::*;
-use state::*;
+
+// The fits' kernel and state; the inference functions (`crate::inference`) keep their rows
+// in them too.
+pub(crate) use kernel::FitKernel;
+pub(crate) use nonparametric::pav;
+pub(crate) use state::FitState;
 
 /// Distinct scores the parametric fits keep exactly per group before switching to the fixed
 /// grid (their objective on the grid is within 4e-12 of the exact one, and the grid is

@@ -90,6 +90,11 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(crate::fit::FieldFit::new(FitMethod::ConfCalib)),
         Arc::new(crate::fit::FieldFit::new(FitMethod::FieldCalib)),
         Arc::new(crate::metrics::mvce::Mvce::new()),
+        Arc::new(crate::inference::spiegelhalter::Spiegelhalter::new()),
+        Arc::new(crate::inference::calibration_slope::CalibrationSlope::new()),
+        Arc::new(crate::inference::hosmer_lemeshow::HosmerLemeshow::new()),
+        Arc::new(crate::inference::decomposition::CalibrationDecomposition::new()),
+        Arc::new(crate::inference::field_bias::FieldBias::new()),
     ];
     inners
         .into_iter()
