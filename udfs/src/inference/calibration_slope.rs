@@ -45,11 +45,11 @@ is usable.",
     syntax_example = "calibration_slope(p, y [, w])",
     sql_example = r#"```sql
 > SELECT round(c['slope'], 6) AS slope, round(c['citl'], 6) AS citl, c['n'] AS n FROM (SELECT calibration_slope(p, y) AS c FROM (VALUES (0.2, 0), (0.2, 1), (0.4, 0), (0.6, 1), (0.8, 1), (0.8, 0), (0.9, 1), (1.0, 1)) AS t(p, y));
-+----------+-----------+---+
-| slope    | citl      | n |
-+----------+-----------+---+
-| 0.0      | 0.0       | 7 |
-+----------+-----------+---+
++---------+---------+---+
+| slope   | citl    | n |
++---------+---------+---+
+| 0.47349 | 0.08286 | 7 |
++---------+---------+---+
 ```"#,
     argument(name = "p", description = "Predicted probability in [0, 1]."),
     argument(name = "y", description = "Observed label: Boolean or a number 0/1."),

@@ -40,11 +40,11 @@ its mean p. NULL when no row is usable or every weight is 0.",
     syntax_example = "calibration_decomposition(p, y [, score [, w]])",
     sql_example = r#"```sql
 > SELECT d['score'] AS score, d['miscalibration'] AS mcb, d['discrimination'] AS dsc, d['uncertainty'] AS unc FROM (SELECT calibration_decomposition(p, y) AS d FROM (VALUES (0.5, 0), (0.5, 1), (1.0, 1), (1.0, 1)) AS t(p, y));
-+--------+--------+--------+--------+
-| score  | mcb    | dsc    | unc    |
-+--------+--------+--------+--------+
-| 0.125  | 0.0    | 0.0625 | 0.1875 |
-+--------+--------+--------+--------+
++-------+-----+--------+--------+
+| score | mcb | dsc    | unc    |
++-------+-----+--------+--------+
+| 0.125 | 0.0 | 0.0625 | 0.1875 |
++-------+-----+--------+--------+
 ```"#,
     argument(name = "p", description = "Predicted probability in [0, 1]."),
     argument(name = "y", description = "Observed label: Boolean or a number 0/1."),

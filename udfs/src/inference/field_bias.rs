@@ -47,7 +47,7 @@ Values whose weights sum to 0 are left out. NULL when no value has weight.",
 +------+------+------------+
 | site | bias | p_adjusted |
 +------+------+------------+
-| a    | 0.5  | 0.091067   |
+| a    | 0.5  | 0.314598   |
 | b    | 0.0  | 1.0        |
 +------+------+------------+
 ```"#,

@@ -52,7 +52,7 @@ distinct p per group (default 10,000,000); past it p is pooled into the fits' gr
 +----+-----------+
 | df | statistic |
 +----+-----------+
-| 2  | 0.0       |
+| 2  | 1.237612  |
 +----+-----------+
 ```"#,
     argument(name = "p", description = "Predicted probability in [0, 1]."),

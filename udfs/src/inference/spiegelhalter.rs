@@ -33,11 +33,11 @@ When every p is 0, 0.5 or 1 the denominator is 0: z is NaN (numerator 0) or ±In
     syntax_example = "spiegelhalter(p, y [, w])",
     sql_example = r#"```sql
 > SELECT round(s['z'], 6) AS z, round(s['p_value'], 6) AS p_value FROM (SELECT spiegelhalter(p, y) AS s FROM (VALUES (0.2, 0), (0.7, 1), (0.9, 1), (0.4, 1)) AS t(p, y));
-+----------+----------+
-| z        | p_value  |
-+----------+----------+
-| 0.466252 | 0.641031 |
-+----------+----------+
++-----------+----------+
+| z         | p_value  |
++-----------+----------+
+| -0.502519 | 0.615303 |
++-----------+----------+
 ```"#,
     argument(name = "p", description = "Predicted probability in [0, 1]."),
     argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
