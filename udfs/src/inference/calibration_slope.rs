@@ -41,7 +41,7 @@ Rows with p = 0 or 1 are skipped and not counted in `n` (as R `rms::val.prob`). 
 `calibsql.fit_exact_cap` distinct p per group (default 10,000,000); past it p's logits are pooled into the fits' \
 grid (relative error of the likelihood below about 1e-12). NaN estimates when the maximum likelihood estimate does \
 not exist (one class only, perfect separation, or for intercept and slope a single distinct p). NULL when no row \
-is usable.",
+is usable or every weight is 0.",
     syntax_example = "calibration_slope(p, y [, w])",
     sql_example = r#"```sql
 > SELECT round(c['slope'], 6) AS slope, round(c['citl'], 6) AS citl, c['n'] AS n FROM (SELECT calibration_slope(p, y) AS c FROM (VALUES (0.2, 0), (0.2, 1), (0.4, 0), (0.6, 1), (0.8, 1), (0.8, 0), (0.9, 1), (1.0, 1)) AS t(p, y));
@@ -235,9 +235,13 @@ fn maximise(nodes: &Nodes, with_slope: bool) -> Option<([f64; 2], [f64; 3])> {
     None
 }
 
-/// The recalibration of one group's state: the six estimates.
-fn recalibrate(st: &FitState) -> [f64; 6] {
+/// The recalibration of one group's state: the six estimates, or None (NULL) when no row has
+/// weight.
+fn recalibrate(st: &FitState) -> Option<[f64; 6]> {
     let nodes = st.nodes();
+    if !nodes.iter().any(|node| node.1 > 0.0) {
+        return None;
+    }
     let nan = f64::NAN;
     let (a, b, a_se, b_se) = match maximise(&nodes, true) {
         Some(([a, b], h)) => {
@@ -250,12 +254,12 @@ fn recalibrate(st: &FitState) -> [f64; 6] {
         Some(([c, _], h)) => (c, 1.0 / h[0].sqrt()),
         None => (nan, nan),
     };
-    [a, b, c, a_se, b_se, c_se]
+    Some([a, b, c, a_se, b_se, c_se])
 }
 
 /// The values of groups' states (None: no usable row, NULL).
 pub(super) fn evaluate(states: &[Option<&FitState>]) -> Result<ArrayRef> {
-    let rows: Vec<Option<[f64; 6]>> = states.iter().map(|st| st.map(recalibrate)).collect();
+    let rows: Vec<Option<[f64; 6]>> = states.iter().map(|st| st.and_then(recalibrate)).collect();
     let mut columns: Vec<ArrayRef> = (0..6)
         .map(|k| {
             Arc::new(
@@ -268,10 +272,11 @@ pub(super) fn evaluate(states: &[Option<&FitState>]) -> Result<ArrayRef> {
     columns.push(Arc::new(
         states
             .iter()
-            .map(|st| st.map(|s| s.rows))
+            .zip(&rows)
+            .map(|(st, r)| r.and(st.map(|s| s.rows)))
             .collect::<Int64Array>(),
     ));
-    let nulls = NullBuffer::from(states.iter().map(Option::is_some).collect::<Vec<_>>());
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
     Ok(Arc::new(StructArray::try_new(
         out_fields(),
         columns,

@@ -1,7 +1,7 @@
 //! `spiegelhalter(p, y [, w])`: Spiegelhalter's z test of calibration (Spiegelhalter 1986), as
 //! R `rms::val.prob` reports it ("S:z", "S:p").
 //!
-//! State per group: the rows and two sums, `Σ w (y − p)(1 − 2p)` and `Σ w² (1 − 2p)² p (1 − p)`
+//! State per group: Σw and two sums, `Σ w (y − p)(1 − 2p)` and `Σ w² (1 − 2p)² p (1 − p)`
 //! (three Float64 fields, so states merge, subtract for sliding windows and store as
 //! `spiegelhalter_state`). The value is `z = num / sqrt(den)`, `p_value = 2Φ(−|z|)`.
 
@@ -29,7 +29,7 @@ use crate::stats::two_sided_p;
     description = "Spiegelhalter's z test of calibration: `z = Σ w (y − p)(1 − 2p) / sqrt(Σ w² (1 − 2p)² p (1 − p))` and \
 the two-sided `p_value = 2Φ(−|z|)`, as `{z, p_value}`; unweighted it is R `rms::val.prob`'s \"S:z\" and \"S:p\". A \
 small p-value says the predictions are miscalibrated beyond chance. Rows with p = 0 or 1 count in the numerator only. \
-When every p is 0, 0.5 or 1 the denominator is 0: z is NaN (numerator 0) or ±Infinity. NULL when no row is usable.",
+When every p is 0, 0.5 or 1 the denominator is 0: z is NaN (numerator 0) or ±Infinity. NULL when no row is usable or every weight is 0.",
     syntax_example = "spiegelhalter(p, y [, w])",
     sql_example = r#"```sql
 > SELECT round(s['z'], 6) AS z, round(s['p_value'], 6) AS p_value FROM (SELECT spiegelhalter(p, y) AS s FROM (VALUES (0.2, 0), (0.7, 1), (0.9, 1), (0.4, 1)) AS t(p, y));
@@ -98,7 +98,7 @@ impl AggregateUDFImpl for Spiegelhalter {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(["rows", "num", "den"]
+        Ok(["sum_w", "num", "den"]
             .iter()
             .map(|n| {
                 Arc::new(Field::new(
@@ -115,14 +115,14 @@ impl AggregateUDFImpl for Spiegelhalter {
     }
 }
 
-/// Per group: rows, Σ w (y − p)(1 − 2p), Σ w² (1 − 2p)² p (1 − p).
+/// Per group: Σw, Σ w (y − p)(1 − 2p), Σ w² (1 − 2p)² p (1 − p).
 #[derive(Debug)]
 struct SpiegelhalterKernel {
     w_col: Option<usize>,
     sums: Vec<[f64; 3]>,
 }
 
-/// The test from the sums (rows > 0).
+/// The test from the sums.
 pub(crate) fn spiegelhalter_z(num: f64, den: f64) -> [f64; 2] {
     let z = num / den.sqrt();
     [z, two_sided_p(z)]
@@ -171,7 +171,7 @@ impl Kernel for SpiegelhalterKernel {
             };
             let s = &mut sums[if one_group { 0 } else { groups[i] }];
             let c = 1.0 - 2.0 * pi;
-            s[0] += 1.0;
+            s[0] += wi;
             s[1] += wi * (yi - pi) * c;
             s[2] += wi * wi * c * c * pi * (1.0 - pi);
             Ok(())
