@@ -189,12 +189,36 @@ fn derivatives(nodes: &Nodes, a: f64, b: f64) -> ([f64; 2], [f64; 3]) {
 
 const MAX_ITERATIONS: usize = 200;
 
+/// Whether the labels are separated by the score: one class only, or every point with
+/// negatives at or below every point with positives, or the reverse. Then the likelihood has
+/// no finite maximum in (a, b) (and none in citl with one class only).
+fn separated(pts: &[(f64, f64, f64)]) -> (bool, bool) {
+    let (mut neg, mut pos) = (
+        [f64::INFINITY, f64::NEG_INFINITY],
+        [f64::INFINITY, f64::NEG_INFINITY],
+    );
+    for &(s, n, t) in pts {
+        if t > 0.0 {
+            pos = [pos[0].min(s), pos[1].max(s)];
+        }
+        if n - t > 0.0 {
+            neg = [neg[0].min(s), neg[1].max(s)];
+        }
+    }
+    let one_class = pos[0] > pos[1] || neg[0] > neg[1];
+    (one_class, one_class || neg[1] <= pos[0] || pos[1] <= neg[0])
+}
+
 /// Newton's method with step halving for `max log_lik` over (a, b), or over a alone with b
-/// fixed at 1 (`with_slope` false). Returns the optimum and the negated Hessian there, or None
-/// when it does not converge (no finite optimum).
+/// fixed at 1 (`with_slope` false), for data that are not separated. It stops once the Newton
+/// decrement `g·H⁻¹g` (twice the likelihood still to gain) is within rounding of the
+/// likelihood, after that full step and one more (the convergence is quadratic, so that step leaves
+/// the estimates at rounding level). Returns the optimum and the negated Hessian there, or
+/// None when the Hessian is singular (a single distinct score) or it does not converge.
 fn maximise(nodes: &Nodes, with_slope: bool) -> Option<([f64; 2], [f64; 3])> {
     let (mut a, mut b) = (0.0, 1.0);
     let mut ll = log_lik(nodes, a, b);
+    let mut last = false;
     for _ in 0..MAX_ITERATIONS {
         let (g, h) = derivatives(nodes, a, b);
         let (da, db) = if with_slope {
@@ -215,8 +239,17 @@ fn maximise(nodes: &Nodes, with_slope: bool) -> Option<([f64; 2], [f64; 3])> {
         if !(da.is_finite() && db.is_finite()) {
             return None;
         }
-        if da.abs() <= 1e-13 * (1.0 + a.abs()) && db.abs() <= 1e-13 * (1.0 + b.abs()) {
+        if last {
+            a += da;
+            b += db;
             return Some(([a, b], derivatives(nodes, a, b).1));
+        }
+        let decrement = g[0] * da + g[1] * db;
+        if decrement <= 1e-12 * ll.abs().max(1.0) {
+            a += da;
+            b += db;
+            last = true;
+            continue;
         }
         let mut step = 1.0;
         loop {
@@ -243,14 +276,19 @@ fn recalibrate(st: &FitState) -> Option<[f64; 6]> {
         return None;
     }
     let nan = f64::NAN;
-    let (a, b, a_se, b_se) = match maximise(&nodes, true) {
+    let (one_class, separated) = separated(&st.sorted_points());
+    let fit = |with_slope: bool| {
+        let exists = if with_slope { !separated } else { !one_class };
+        exists.then(|| maximise(&nodes, with_slope)).flatten()
+    };
+    let (a, b, a_se, b_se) = match fit(true) {
         Some(([a, b], h)) => {
             let det = h[0] * h[2] - h[1] * h[1];
             (a, b, (h[2] / det).sqrt(), (h[0] / det).sqrt())
         }
         None => (nan, nan, nan, nan),
     };
-    let (c, c_se) = match maximise(&nodes, false) {
+    let (c, c_se) = match fit(false) {
         Some(([c, _], h)) => (c, 1.0 / h[0].sqrt()),
         None => (nan, nan),
     };

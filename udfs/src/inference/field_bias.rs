@@ -7,7 +7,8 @@
 //! statsmodels `multipletests(method = 'holm')`: the k-th smallest p-value times (m − k + 1),
 //! running maximum, clipped to 1). Values whose weights sum to 0 carry no evidence and are
 //! left out (of m too). The list is sorted by `p_adjusted`, then `p_value`, then the field
-//! value's order, so it does not depend on the order rows arrive in.
+//! value's order, so it does not depend on the order rows arrive in. The value is reported as
+//! text (`field_bias_merge` is planned before it reads the type its states record).
 //!
 //! The state is `field_ece`'s ([`FieldKernel`]: Σw, Σw·y, Σw·(y − p) per value, so
 //! `mean_p = frac_pos − Σw·(y − p)/n`), bounded by the distinct values.
@@ -17,7 +18,7 @@ use std::sync::Arc;
 
 use arrow::array::{new_empty_array, Array, ArrayRef, BooleanArray, Float64Array, StructArray};
 use arrow::buffer::{NullBuffer, OffsetBuffer};
-use arrow::compute::{concat, take};
+use arrow::compute::{cast, concat, take};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use arrow::row::{RowConverter, SortField};
 use datafusion_common::Result;
@@ -38,7 +39,8 @@ use crate::stats::two_sided_p;
 `z = wilson_z(mean_p, frac_pos, n)` (>= 0; the direction is the sign of bias), its two-sided `p_value = 2Φ(−z)`, and \
 `p_adjusted`, the Holm-adjusted p-value over the field's values (statsmodels `multipletests(method='holm')`), so \
 `WHERE p_adjusted < 0.05` keeps the values whose miscalibration is real at a 5% family-wise error rate. A list of \
-`{field, n, mean_p, frac_pos, bias, z, p_value, p_adjusted}`, sorted by p_adjusted (then p_value, then field). \
+`{field, n, mean_p, frac_pos, bias, z, p_value, p_adjusted}` (field: the value as text), sorted by p_adjusted (then \
+p_value, then the field's own order). \
 Values whose weights sum to 0 are left out. NULL when no value has weight.",
     syntax_example = "field_bias(p, y, field [, w])",
     sql_example = r#"```sql
@@ -74,9 +76,11 @@ const F64_OUT: [&str; 7] = [
     "p_adjusted",
 ];
 
-/// The fields of one list item, with the field's own type.
-fn item_fields(field_type: &DataType) -> Fields {
-    let mut f = vec![Field::new("field", field_type.clone(), true)];
+/// The fields of one list item. The field value is text, whatever the field's type, so that
+/// `field_bias_merge` (planned before it reads the states that record the type) has one
+/// return type.
+fn item_fields() -> Fields {
+    let mut f = vec![Field::new("field", DataType::Utf8, true)];
     f.extend(
         F64_OUT
             .iter()
@@ -142,8 +146,8 @@ impl AggregateUDFImpl for FieldBias {
     kernel_udaf_common!();
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        let types = self.shape().coerce(arg_types)?;
-        Ok(list_of(item_fields(&types[2])))
+        self.shape().coerce(arg_types)?;
+        Ok(list_of(item_fields()))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -214,10 +218,13 @@ impl FieldBiasKernel {
                 .then(rows[a][5].total_cmp(&rows[b][5]))
                 .then(keys.row(a).cmp(&keys.row(b)))
         });
-        let sorted = take(
-            &kept,
-            &arrow::array::UInt32Array::from_iter_values(order.iter().map(|&i| i as u32)),
-            None,
+        let sorted = cast(
+            &take(
+                &kept,
+                &arrow::array::UInt32Array::from_iter_values(order.iter().map(|&i| i as u32)),
+                None,
+            )?,
+            &DataType::Utf8,
         )?;
         Ok(Some((sorted, order.iter().map(|&i| rows[i]).collect())))
     }
@@ -257,7 +264,7 @@ impl Kernel for FieldBiasKernel {
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        let fields = item_fields(&self.field_type);
+        let fields = item_fields();
         let mut field_parts: Vec<ArrayRef> = vec![];
         let mut rows: Vec<[f64; 7]> = vec![];
         let mut lengths = vec![];
@@ -277,7 +284,7 @@ impl Kernel for FieldBiasKernel {
             }
         }
         let field_col = if field_parts.is_empty() {
-            new_empty_array(&self.field_type)
+            new_empty_array(&DataType::Utf8)
         } else {
             let parts: Vec<&dyn Array> = field_parts.iter().map(|a| a.as_ref()).collect();
             concat(&parts)?
