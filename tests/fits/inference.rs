@@ -209,9 +209,15 @@ async fn the_grid_past_the_exact_cap_stays_within_its_bound() {
             .fold(0.0f64, f64::max);
         worst.push(format!("{}: {err:.1e}", c.call));
         if !(err <= rel) {
-            fails.push(format!("{sql}: {got:?} vs {:?} (relative {err:.1e})", c.want));
+            fails.push(format!(
+                "{sql}: {got:?} vs {:?} (relative {err:.1e})",
+                c.want
+            ));
         }
     }
-    println!("worst relative differences past the cap:\n{}", worst.join("\n"));
+    println!(
+        "worst relative differences past the cap:\n{}",
+        worst.join("\n")
+    );
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
