@@ -223,7 +223,7 @@ fn maximise(nodes: &Nodes, with_slope: bool) -> Option<([f64; 2], [f64; 3])> {
         let (g, h) = derivatives(nodes, a, b);
         let (da, db) = if with_slope {
             let det = h[0] * h[2] - h[1] * h[1];
-            if !(det > 0.0) {
+            if det.is_nan() || det <= 0.0 {
                 return None;
             }
             (
@@ -231,7 +231,7 @@ fn maximise(nodes: &Nodes, with_slope: bool) -> Option<([f64; 2], [f64; 3])> {
                 (h[0] * g[1] - h[1] * g[0]) / det,
             )
         } else {
-            if !(h[0] > 0.0) {
+            if h[0].is_nan() || h[0] <= 0.0 {
                 return None;
             }
             (g[0] / h[0], 0.0)

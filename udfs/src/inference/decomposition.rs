@@ -179,7 +179,7 @@ fn total_score(pts: &[(f64, f64, f64)], logloss: bool, q: impl Fn(usize) -> f64)
 pub(crate) fn decompose(pts: &[(f64, f64, f64)], logloss: bool) -> Option<[f64; 4]> {
     let pts: Vec<(f64, f64, f64)> = pts.iter().copied().filter(|pt| pt.1 > 0.0).collect();
     let n: f64 = pts.iter().map(|pt| pt.1).sum();
-    if !(n > 0.0) {
+    if n.is_nan() || n <= 0.0 {
         return None;
     }
     let r = pts.iter().map(|pt| pt.2).sum::<f64>() / n;
