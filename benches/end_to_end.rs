@@ -342,6 +342,16 @@ const EVERY_AGGREGATE: &[(&str, &str, f64)] = &[
     ("reliability", "reliability(p, y)", 2.0),
     ("rmsce", "rmsce(p, y)", 2.0),
     ("smooth_ece", "smooth_ece(p, y)", 1.5),
+    // The calibration tests: no target set yet (NaN), their ratios are reported.
+    ("spiegelhalter", "spiegelhalter(p, y)", f64::NAN),
+    ("calibration_slope", "calibration_slope(p, y)", f64::NAN),
+    ("hosmer_lemeshow", "hosmer_lemeshow(p, y)", f64::NAN),
+    (
+        "calibration_decomposition",
+        "calibration_decomposition(p, y)",
+        f64::NAN,
+    ),
+    ("field_bias", "field_bias(p, y, site)", f64::NAN),
 ];
 
 /// The `avg` baseline of `call`: one `avg` per column it reads.

@@ -124,6 +124,25 @@ const QUERIES: &[&str] = &[
                   field_ece_state(p, y, kind) AS k, field_rce_state(p, y, kind, 0.01) AS l,
                   smooth_ece_state(p, y) AS m, mvce_state(p, y, k, 8) AS n
            FROM t GROUP BY site)",
+    // Calibration tests and estimates, ungrouped, grouped, and as stored states.
+    "SELECT spiegelhalter(p, y) AS a, spiegelhalter(p, y, w) AS b, calibration_slope(p, y) AS c,
+            calibration_slope(p, y, w) AS d, hosmer_lemeshow(p, y) AS e,
+            hosmer_lemeshow(p, y, 5) AS f, calibration_decomposition(p, y) AS g,
+            calibration_decomposition(p, y, 'logloss', w) AS h, field_bias(p, y, site) AS i,
+            field_bias(p, y, kind, w) AS j
+     FROM t",
+    "SELECT kind, spiegelhalter(p, y) AS a, calibration_slope(p, y) AS b,
+            hosmer_lemeshow(p, y) AS c, calibration_decomposition(p, y) AS d,
+            field_bias(p, y, site) AS e
+     FROM t GROUP BY kind ORDER BY kind",
+    "SELECT spiegelhalter_merge(a) AS a, calibration_slope_merge(b) AS b,
+            hosmer_lemeshow_merge(c) AS c, calibration_decomposition_merge(d) AS d,
+            field_bias_merge(e) AS e
+     FROM (SELECT site, spiegelhalter_state(p, y, w) AS a, calibration_slope_state(p, y) AS b,
+                  hosmer_lemeshow_state(p, y, 5) AS c,
+                  calibration_decomposition_state(p, y, 'logloss') AS d,
+                  field_bias_state(p, y, kind, w) AS e
+           FROM t GROUP BY site)",
     // Stored states merged across groups: fits.
     "SELECT fit_platt_merge(a) AS a, fit_temperature_merge(b) AS b, fit_beta_calib_merge(c) AS c,
             fit_gaussian_calib_merge(d) AS d, fit_gamma_calib_merge(e) AS e,

@@ -106,3 +106,36 @@ def test_ece_matches_numpy(bundled):
             ece += sel.sum() / len(p) * abs(p[sel].mean() - y[sel].mean())
     ours = bundled("SELECT ece(p_model, click) AS e FROM test")[0]["e"]
     assert ours == pytest.approx(ece, rel=1e-12, abs=1e-15)
+
+
+def test_spiegelhalter_and_field_bias_match_numpy(bundled):
+    """Spiegelhalter's z (rms::val.prob's formula) and field_bias's Holm-adjusted p-values,
+    through SQL in the bundled module, against numpy (the normal tail by math.erfc)."""
+    import math
+
+    rows = bundled("SELECT p_model, click, ad_type FROM test")
+    p = np.array([r["p_model"] for r in rows])
+    y = np.array([r["click"] for r in rows], dtype=float)
+    z = np.sum((y - p) * (1 - 2 * p)) / np.sqrt(np.sum((1 - 2 * p) ** 2 * p * (1 - p)))
+    s = bundled("SELECT spiegelhalter(p_model, click) AS s FROM test")[0]["s"]
+    assert s["z"] == pytest.approx(z, rel=1e-10)
+    assert s["p_value"] == pytest.approx(math.erfc(abs(z) / math.sqrt(2)), rel=1e-9, abs=1e-300)
+
+    f = np.array([r["ad_type"] for r in rows])
+    want = {}
+    for v in sorted(set(f)):
+        m = f == v
+        mean_p, rate, n = p[m].mean(), y[m].mean(), m.sum()
+        zv = abs(rate - mean_p) * math.sqrt(n / (mean_p * (1 - mean_p)))
+        want[v] = math.erfc(zv / math.sqrt(2))
+    # Holm: the k-th smallest p-value times (m - k), running maximum, at most 1.
+    order = sorted(want, key=want.get)
+    running, holm = 0.0, {}
+    for k, v in enumerate(order):
+        running = max(running, want[v] * (len(order) - k))
+        holm[v] = min(running, 1.0)
+    got = bundled("SELECT field_bias(p_model, click, ad_type) AS b FROM test")[0]["b"]
+    assert [item["field"] for item in got] == sorted(holm, key=lambda v: (holm[v], want[v], v))
+    for item in got:
+        assert item["p_value"] == pytest.approx(want[item["field"]], rel=1e-9, abs=1e-300)
+        assert item["p_adjusted"] == pytest.approx(holm[item["field"]], rel=1e-9, abs=1e-300)

@@ -18,7 +18,7 @@ struct Report {
     sql: &'static str,
 }
 
-const REPORTS: [Report; 2] = [
+const REPORTS: [Report; 3] = [
     Report {
         file: "sql/ranking_calibration.sql",
         title: "Calibration of a ranking model (Kweon et al. 2022, Table 1)",
@@ -33,6 +33,14 @@ const REPORTS: [Report; 2] = [
                 by grid search on valid;\nscored on test. Multi-field RCE is the mean Field-RCE \
                 over the three fields.",
         sql: include_str!("../../sql/field_calibration.sql"),
+    },
+    Report {
+        file: "sql/significance.sql",
+        title: "Is the miscalibration real? Calibration tests and per-site significance",
+        about: "Spiegelhalter's z, the recalibration slope and calibration-in-the-large with \
+                standard errors, Hosmer-Lemeshow and the CORP decomposition per model on test;\n\
+                the sites whose bias survives Holm's correction over all sites.",
+        sql: include_str!("../../sql/significance.sql"),
     },
 ];
 

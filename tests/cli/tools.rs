@@ -22,7 +22,9 @@ fn demo_runs_end_to_end() {
         "| Gamma                | UERM",
         "2. Field-level calibration",
         "| ConfCalib, multi-field",
-        "3. Reliability diagrams",
+        "3. Is the miscalibration real?",
+        "| temperature",
+        "4. Reliability diagrams",
         "out/reliability_ranking.svg",
         "calibsql --table valid=out/valid --table test=out/test -f sql/ranking_calibration.sql",
     ] {

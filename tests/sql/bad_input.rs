@@ -230,6 +230,41 @@ const AGGREGATES: &[Row] = &[
         &["p, y, f", "p, y, f, 3, 0.5"],
         &["p, y, f"],
     ),
+    row(
+        "spiegelhalter",
+        "p",
+        P,
+        &["p, y", "p, y, w"],
+        &["p, y", "p, y, w"],
+    ),
+    row(
+        "calibration_slope",
+        "p",
+        P,
+        &["p, y", "p, y, w"],
+        &["p, y", "p, y, w"],
+    ),
+    row(
+        "hosmer_lemeshow",
+        "p",
+        P,
+        &["p, y", "p, y, 3"],
+        &["p, y", "p, y, 4"],
+    ),
+    row(
+        "calibration_decomposition",
+        "p",
+        P,
+        &["p, y", "p, y, 'logloss', w"],
+        &["p, y", "p, y, 'brier', w"],
+    ),
+    row(
+        "field_bias",
+        "p",
+        P,
+        &["p, y, f", "p, y, f, w"],
+        &["p, y, f", "p, y, f, w"],
+    ),
 ];
 
 /// The kinds of bad input. Each changes one row of the good table (or all rows).

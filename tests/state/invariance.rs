@@ -15,14 +15,21 @@ const QUERY: &str = "SELECT g,
     ips_logloss(p, y, q) AS ips, field_ece(p, y, site) AS fece, field_rce(p, y, site, 0.01, w) AS frce,
     ece(p, y) FILTER (WHERE site < 5) AS ece_f, ece(p, y, 10, 'torchmetrics') AS ece_tm,
     ace(p, y) AS ace, rmsce(p, y, 7, 'netcal', w) AS rmsce, smooth_ece(p, y, 0.05) AS smece,
-    ece_debiased(p, y) AS ece_db, normalized_entropy(p, y, w) AS ne
+    ece_debiased(p, y) AS ece_db, normalized_entropy(p, y, w) AS ne,
+    spiegelhalter(p, y, w)['z'] AS sz,
+    nanvl(calibration_slope(p, y)['slope'], -1.0) AS cs, -- NaN in groups whose labels p separates
+    hosmer_lemeshow(p, y, 5)['statistic'] AS hl, calibration_decomposition(p, y)['miscalibration'] AS mcb,
+    field_bias(p, y, site)[1]['p_adjusted'] AS fb
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
     ece(p, y) AS ece, ece(p, y, 10, 'quantile', w) AS ece_q, mce(p, y) AS mce,
     logloss(p, y, 1e-6, w) AS ll, auc(p, y, w) AS auc, field_rce(p, y, site) AS frce,
     field_ece(p, y, g) AS fece_g, smooth_ece(p, y) AS smece, ece_debiased(p, y) AS ece_db,
-    ace(p, y, 12, 'quantile', w) AS ace_w
+    ace(p, y, 12, 'quantile', w) AS ace_w, spiegelhalter(p, y)['z'] AS sz,
+    calibration_slope(p, y, w)['slope_se'] AS cs, hosmer_lemeshow(p, y)['statistic'] AS hl,
+    calibration_decomposition(p, y, 'logloss', w)['discrimination'] AS dsc,
+    field_bias(p, y, site, w)[1]['p_adjusted'] AS fb, field_bias(p, y, site)[40]['z'] AS fb_z
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {
@@ -81,7 +88,8 @@ fn floats(batches: &[RecordBatch]) -> Vec<Vec<Option<f64>>> {
 /// both signs (an IPS loss can cancel to near zero).
 fn assert_same(a: &[Vec<Option<f64>>], b: &[Vec<Option<f64>>], what: &str) {
     assert_eq!(a.len(), b.len());
-    for (ca, cb) in a.iter().zip(b) {
+    for (k, (ca, cb)) in a.iter().zip(b).enumerate() {
+        let what = format!("{what} (column {k})");
         assert_eq!(ca.len(), cb.len(), "{what}");
         for (x, y) in ca.iter().zip(cb) {
             match (x, y) {

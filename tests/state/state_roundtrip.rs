@@ -163,6 +163,19 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     );
     add("mvce", vec![c("p"), c("y"), c("f")]);
     add("mvce", vec![c("p"), c("y"), c("f"), lit(4i64), lit(3i64)]);
+    add("spiegelhalter", vec![c("p"), c("y")]);
+    add("spiegelhalter", vec![c("p"), c("y"), c("w")]);
+    add("calibration_slope", vec![c("p"), c("y")]);
+    add("calibration_slope", vec![c("p"), c("y"), c("w")]);
+    add("hosmer_lemeshow", vec![c("p"), c("y")]);
+    add("hosmer_lemeshow", vec![c("p"), c("y"), lit(5i64)]);
+    add("calibration_decomposition", vec![c("p"), c("y")]);
+    add(
+        "calibration_decomposition",
+        vec![c("p"), c("y"), lit("logloss"), c("w")],
+    );
+    add("field_bias", vec![c("p"), c("y"), c("f")]);
+    add("field_bias", vec![c("p"), c("y"), c("f"), c("w")]);
     add("fit_confcalib", vec![c("p"), c("y"), c("f")]);
     add(
         "fit_confcalib",

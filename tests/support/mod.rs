@@ -171,6 +171,9 @@ pub fn assert_close(what: &str, a: &ScalarValue, b: &ScalarValue) {
     for (x, y) in la.iter().zip(&lb) {
         match (x, y) {
             (None, None) => {}
+            // An estimate that does not exist on this data (a test's p-value with df < 1,
+            // calibration_slope on separable rows) is NaN both ways: the same result.
+            (Some(x), Some(y)) if x.is_nan() && y.is_nan() => {}
             (Some(x), Some(y)) => assert!(close_mixed(*x, *y, rel, abs), "{what}: {x} vs {y}"),
             _ => panic!("{what}: {a:?} vs {b:?}"),
         }

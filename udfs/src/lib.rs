@@ -105,6 +105,7 @@ use datafusion_expr::{AggregateUDF, ScalarUDF};
 mod common;
 mod fastmath;
 pub mod fit;
+pub mod inference;
 mod kernel;
 mod labels;
 pub mod metrics;
@@ -139,6 +140,8 @@ pub fn with_exact_cap(udaf: &AggregateUDF, cap: usize) -> Option<AggregateUDF> {
             Arc::new(f.capped(cap)?)
         } else if let Some(f) = inner.downcast_ref::<fit::FieldFit>() {
             Arc::new(f.capped(cap)?)
+        } else if let Some(f) = inference::capped(inner.as_ref(), cap) {
+            f
         } else {
             state::capped_wrapper(inner.as_ref(), cap)?
         };

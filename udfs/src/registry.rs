@@ -15,6 +15,11 @@ use datafusion_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, ScalarUDFImpl};
 
 use crate::common::CallShape;
 use crate::fit::{FieldFit, Fit, Method};
+use crate::inference::calibration_slope::CalibrationSlope;
+use crate::inference::decomposition::CalibrationDecomposition;
+use crate::inference::field_bias::FieldBias;
+use crate::inference::hosmer_lemeshow::HosmerLemeshow;
+use crate::inference::spiegelhalter::Spiegelhalter;
 use crate::kernel::KernelAggregate;
 use crate::metrics::auc::Auc;
 use crate::metrics::binned::{Binned, BinnedKind};
@@ -48,6 +53,11 @@ fn functions() -> Vec<Function> {
         with_states(FieldMetric::new(FieldKind::Rce)),
         aggregate(MultiFieldRce::new()),
         with_states(Mvce::new()),
+        with_states(Spiegelhalter::new()),
+        with_states(CalibrationSlope::new()),
+        with_states(HosmerLemeshow::new()),
+        with_states(CalibrationDecomposition::new()),
+        with_states(FieldBias::new()),
     ];
     // The calibrators' `fit_*`, listed in `calibrators!` (fit/mod.rs).
     functions.extend(Method::fitted().map(|m| {

@@ -68,11 +68,12 @@ impl Calibrator for Isotonic {
     }
 }
 
-fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
-    let pts = st.sorted_points();
-    // Pool adjacent violators on the means t/n with weights n.
+/// The isotonic (non-decreasing) regression of the means t/n on points (score, n, t) sorted by
+/// score, with weights n: pool adjacent violators. One fitted value per point; no point may
+/// have n = 0. (`calibration_decomposition` recalibrates with it too.)
+pub(crate) fn pav(pts: &[(f64, f64, f64)]) -> Vec<f64> {
     let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(pts.len()); // (Σn, Σt, len)
-    for &(_, n, t) in &pts {
+    for &(_, n, t) in pts {
         blocks.push((n, t, 1));
         while blocks.len() > 1 {
             let (n2, t2, l2) = blocks[blocks.len() - 1];
@@ -88,9 +89,16 @@ fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
     }
     let mut fitted = Vec::with_capacity(pts.len());
     for (n, t, len) in blocks {
-        let v = t / n;
-        let v = if ips { v.clamp(0.0, 1.0) } else { v };
-        fitted.extend(std::iter::repeat_n(v, len));
+        fitted.extend(std::iter::repeat_n(t / n, len));
+    }
+    fitted
+}
+
+fn fit_isotonic(st: &FitState, ips: bool, m: &mut Model) {
+    let pts = st.sorted_points();
+    let mut fitted = pav(&pts);
+    if ips {
+        fitted.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
     }
     m.loss = Some(points_loss(&pts, |i| fitted[i]));
     // Drop interior points whose value equals both neighbours (as scikit-learn does).

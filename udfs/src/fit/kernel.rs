@@ -21,15 +21,15 @@ use super::state::FitState;
 use super::{Method, EXACT_CAP};
 
 #[derive(Debug)]
-pub(super) struct FitKernel {
+pub(crate) struct FitKernel {
     pub(super) method: Method,
     /// Distinct scores kept exactly per group before the grid.
     pub(super) cap: usize,
     pub(super) settings: Settings,
     pub(super) prop_col: Option<usize>,
     pub(super) clip: f64,
-    pub(super) groups: Vec<FitState>,
-    pub(super) bytes: usize,
+    pub(crate) groups: Vec<FitState>,
+    pub(crate) bytes: usize,
 }
 
 /// A batch at least this long on the whole-batch path reserves the exact mode's full
@@ -113,7 +113,7 @@ impl FitKernel {
 impl FitKernel {
     /// The inner kernel of a field-aware fit: it only keeps (score, y) states per inner
     /// group and reports errors under the field-aware function's name.
-    pub(super) fn for_field(method: Method, cap: usize, settings: Settings) -> Self {
+    pub(crate) fn for_field(method: Method, cap: usize, settings: Settings) -> Self {
         Self {
             method,
             cap,

@@ -78,7 +78,12 @@ pub use field::FieldFit;
 
 use calibrator::{Calibrator, Settings};
 use grid::{COARSE_BITS, FINE_BITS};
-use kernel::FitKernel;
+// The fits' kernel and state: the inference functions that need every distinct score
+// (`crate::inference`) keep them in these too.
+pub(crate) use calibrator::Settings as FitSettings;
+pub(crate) use isotonic::pav;
+pub(crate) use kernel::FitKernel;
+pub(crate) use state::FitState;
 
 /// Distinct scores the parametric fits keep exactly per group before switching to the fixed
 /// grid (their objective on the grid is within 4e-12 of the exact one, and the grid is

@@ -28,7 +28,7 @@ pub(crate) struct FitState {
     pub(super) grid_bits: u32,
     /// Grid mode (past `cap` distinct scores).
     pub(super) grid: Option<Box<Grid>>,
-    pub(super) rows: i64,
+    pub(crate) rows: i64,
     pub(super) s_min: f64,
     pub(super) s_max: f64,
 }
@@ -63,13 +63,13 @@ impl FitState {
             .reserve(more, |&i| hasher.hash_one(points[i as usize].s.to_bits()));
     }
 
-    pub(super) fn is_grid(&self) -> bool {
+    pub(crate) fn is_grid(&self) -> bool {
         self.grid.is_some()
     }
 
     /// Adds one row (or an exact point of `n` rows).
     #[inline]
-    pub(super) fn add_point(&mut self, s: f64, n: f64, t: f64) {
+    pub(crate) fn add_point(&mut self, s: f64, n: f64, t: f64) {
         if let Some(grid) = &mut self.grid {
             grid.add(s, n, t);
             return;
@@ -153,20 +153,20 @@ impl FitState {
 
     /// Heap bytes held (allocated, not just used: a doubling vector holds up to twice what
     /// it uses, and that is what the memory pool must be told).
-    pub(super) fn len_bytes(&self) -> usize {
+    pub(crate) fn len_bytes(&self) -> usize {
         self.points.capacity() * size_of::<Point>()
             + self.index.allocation_size()
             + self.grid.as_ref().map_or(0, |g| g.bytes())
     }
 
-    pub(super) fn observe_range(&mut self, lo: f64, hi: f64) {
+    pub(crate) fn observe_range(&mut self, lo: f64, hi: f64) {
         // `+ 0.0` makes a -0.0 bound 0.0, whatever order the zeros came in.
         self.s_min = self.s_min.min(lo) + 0.0;
         self.s_max = self.s_max.max(hi) + 0.0;
     }
 
     /// The points (score, Σ1, Σt) in score order: exact scores, or each cell's mean.
-    pub(super) fn sorted_points(&self) -> Vec<(f64, f64, f64)> {
+    pub(crate) fn sorted_points(&self) -> Vec<(f64, f64, f64)> {
         let grid = self.is_grid();
         let mut pts: Vec<(f64, f64, f64)> = self
             .keyed_entries()
@@ -186,7 +186,7 @@ impl FitState {
     }
 
     /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits.
-    pub(super) fn nodes(&self) -> Vec<(f64, f64, f64)> {
+    pub(crate) fn nodes(&self) -> Vec<(f64, f64, f64)> {
         let entries = self.keyed_entries();
         let mut out = Vec::with_capacity(entries.len() * 2);
         let clamp = |s: f64| s.clamp(self.s_min, self.s_max);

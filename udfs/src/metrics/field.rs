@@ -9,7 +9,7 @@ use std::hash::Hash;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
@@ -178,7 +178,7 @@ impl AggregateUDFImpl for FieldMetric {
 }
 
 /// Σw, Σw·y, Σw·(y − p) of one field value.
-type FieldStats = [f64; 3];
+pub(crate) type FieldStats = [f64; 3];
 
 /// A field value as a hash key: integers as themselves (the fast path: no row encoding, one
 /// 8-byte hash), any other type as its arrow row encoding (which encodes NULL itself). Keys
@@ -448,6 +448,36 @@ impl FieldKernel {
             Maps::Int(m) => keys(&m[range]),
             Maps::Rows(m, _) => keys(&m[range]),
         }
+    }
+}
+
+impl FieldKernel {
+    /// The field values of group `g`, as an array of the field's type, and their sums, in the
+    /// same order (`field_bias` reports them per value).
+    pub(crate) fn group_entries(&self, g: usize) -> Result<(ArrayRef, Vec<FieldStats>)> {
+        let (values, stats) = match &self.maps {
+            Maps::Int(m) => {
+                let keys: Int64Array = m[g].keys.iter().copied().collect();
+                (Arc::new(keys) as ArrayRef, m[g].stats.clone())
+            }
+            Maps::Rows(m, converter) => {
+                let parser = converter.parser();
+                let rows = m[g]
+                    .keys
+                    .iter()
+                    .map(|k| parser.parse(k.as_deref().unwrap_or_default()));
+                match converter.convert_rows(rows)?.pop() {
+                    Some(a) => (a, m[g].stats.clone()),
+                    None => return internal_err!("{}: no column from the field keys", self.func),
+                }
+            }
+        };
+        let values = if values.data_type() == &self.field_type {
+            values
+        } else {
+            cast(&values, &self.field_type)?
+        };
+        Ok((values, stats))
     }
 }
 

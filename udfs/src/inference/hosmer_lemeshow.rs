@@ -1,0 +1,251 @@
+//! `hosmer_lemeshow(p, y [, n_groups])`: the Hosmer–Lemeshow goodness-of-fit test as R
+//! ResourceSelection's `hoslem.test(y, p, g = n_groups)` computes it.
+//!
+//! Breaks `unique(quantile(p, seq(0, 1, 1/g)))` (R's type 7: `(1 − h)·x[lo] + h·x[hi]` at
+//! `1 + (N − 1)·k/g`), groups `cut(p, breaks, include.lowest = TRUE)` (right-closed, the lowest
+//! break included), and `X² = Σ_groups (O₁ − E₁)²/E₁ + (O₀ − E₀)²/E₀` over the non-empty groups
+//! (O₁ = Σy, E₁ = Σp, O₀ = Σ(1 − y), E₀ = Σ(1 − p)), which is `Σ (O − E)² / (E (1 − E/n))`;
+//! `df = G − 2` with G the non-empty groups, and the chi-square p-value.
+//!
+//! Where calibsql and R differ: R's `df` is `g − 2` whatever the ties leave, and an empty
+//! group (a quantile interval without data, possible with fewer distinct p than groups) makes
+//! R's statistic NaN; here empty groups are left out and counted out of `df`. As in R, a group
+//! whose p are all 0 (or all 1) has `E₁ = 0` (or `E₀ = 0`): the statistic is NaN when its
+//! labels agree (0/0) and +Infinity otherwise.
+//!
+//! The state is [`super::points`]'s with the score p and unit weights: exact up to the exact
+//! cap; past it the quantiles and groups are those of the grid cells' mean p.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{plan_err, Result};
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_macros::user_doc;
+
+use super::points::{Out, PointsKernel, Score, DEFAULT_CAP};
+use crate::common::{args, literal, literal_f64, Arg, CallShape};
+use crate::fit::FitState;
+use crate::kernel::{kernel_aggregate, kernel_udaf_common};
+use crate::stats::chi_square_sf;
+
+/// Default number of groups (R's `hoslem.test` default `g = 10`).
+pub const DEFAULT_HL_GROUPS: usize = 10;
+/// Most groups accepted.
+pub const MAX_HL_GROUPS: usize = 10_000;
+
+#[user_doc(
+    doc_section(label = "Calibration Tests"),
+    description = "The Hosmer–Lemeshow goodness-of-fit test, as R ResourceSelection `hoslem.test(y, p, g = n_groups)`: \
+the rows are cut into groups at the type-7 quantiles of p (`unique(quantile(p, seq(0, 1, 1/g)))`; groups closed on the \
+right, the lowest break included), and `statistic = Σ_g (O_g − E_g)² / (E_g (1 − E_g/n_g))` over the non-empty groups \
+(O_g positives, E_g = Σ p, n_g rows), `df = G − 2` with G the non-empty groups (R uses g − 2 whatever the ties leave), \
+and the chi-square `p_value` (NaN when df < 1), as `{statistic, df, p_value}`. A group whose p are all 0 or all 1 \
+makes the statistic NaN (its labels agree with p) or +Infinity, as in R. Exact up to `calibsql.fit_exact_cap` \
+distinct p per group (default 10,000,000); past it p is pooled into the fits' grid cells. NULL when no row is usable.",
+    syntax_example = "hosmer_lemeshow(p, y [, n_groups])",
+    sql_example = r#"```sql
+> SELECT h['df'] AS df, round(h['statistic'], 6) AS statistic FROM (SELECT hosmer_lemeshow(p, y, 4) AS h FROM (VALUES (0.1, 0), (0.2, 0), (0.3, 1), (0.4, 0), (0.5, 1), (0.6, 0), (0.7, 1), (0.8, 1)) AS t(p, y));
++----+-----------+
+| df | statistic |
++----+-----------+
+| 2  | 1.237612  |
++----+-----------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "n_groups",
+        description = "Number of quantile groups g, an integer constant in [3, 10000]. Default 10."
+    )
+)]
+struct HosmerLemeshowDoc;
+
+fn out_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("statistic", DataType::Float64, true),
+        Field::new("df", DataType::Int64, true),
+        Field::new("p_value", DataType::Float64, true),
+    ])
+}
+
+/// The number of groups (`g` of `hoslem.test`).
+const N_GROUPS: Arg = Arg::lit_int("n_groups").or("10");
+
+/// `hosmer_lemeshow`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct HosmerLemeshow {
+    signature: Signature,
+    /// Distinct scores kept exactly per group; `None`: the default.
+    exact_cap: Option<usize>,
+}
+
+impl Default for HosmerLemeshow {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HosmerLemeshow {
+    pub fn new() -> Self {
+        let mut f = Self {
+            signature: Signature::user_defined(Volatility::Immutable),
+            exact_cap: None,
+        };
+        f.signature = f.shape().signature();
+        f
+    }
+
+    /// This aggregate with `cap` distinct scores kept exactly.
+    pub(crate) fn capped(&self, cap: usize) -> Self {
+        Self {
+            signature: self.signature.clone(),
+            exact_cap: Some(cap),
+        }
+    }
+
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: "hosmer_lemeshow",
+            required: &[args::P, args::Y],
+            optional: &[N_GROUPS],
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<PointsKernel> {
+        let func = "hosmer_lemeshow";
+        let groups = match args.exprs.get(2) {
+            Some(e) => {
+                let v = literal(func, "n_groups", e)?;
+                let x = literal_f64(func, "n_groups", &v)?;
+                if x.fract() != 0.0 || !(3.0..=MAX_HL_GROUPS as f64).contains(&x) {
+                    return plan_err!(
+                        "{func}: argument n_groups must be an integer in [3, {MAX_HL_GROUPS}], got {v}"
+                    );
+                }
+                x as usize
+            }
+            None => DEFAULT_HL_GROUPS,
+        };
+        Ok(PointsKernel::new(
+            func,
+            Score::P,
+            None,
+            Out::HosmerLemeshow { groups },
+            self.exact_cap.unwrap_or(DEFAULT_CAP),
+        ))
+    }
+}
+
+kernel_aggregate!(HosmerLemeshow, false, {
+    fn with_exact_cap(&self, cap: usize) -> Option<Arc<dyn crate::kernel::KernelAggregate>> {
+        Some(Arc::new(self.capped(cap)))
+    }
+});
+
+impl AggregateUDFImpl for HosmerLemeshow {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape().coerce(arg_types)?;
+        Ok(DataType::Struct(out_fields()))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(crate::fit::fit_state_fields(args.name))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        HosmerLemeshowDoc.doc()
+    }
+}
+
+/// The value at 0-based rank `k` of the rows, given the points' cumulative row counts.
+fn order_statistic(pts: &[(f64, f64, f64)], cum: &[f64], k: f64) -> f64 {
+    let i = cum.partition_point(|&c| c <= k);
+    pts[i.min(pts.len() - 1)].0
+}
+
+/// The test on points (p, rows, positives) sorted by p: statistic, df, p-value.
+pub(crate) fn hoslem(pts: &[(f64, f64, f64)], g: usize) -> (f64, i64, f64) {
+    let mut cum = Vec::with_capacity(pts.len());
+    let mut total = 0.0;
+    for &(_, n, _) in pts {
+        total += n;
+        cum.push(total);
+    }
+    // R's quantile type 7 at probs k/g (seq(0, 1, 1/g): k·(1/g), the last clipped to 1).
+    let by = 1.0 / g as f64;
+    let mut breaks: Vec<f64> = (0..=g)
+        .map(|k| {
+            let prob = (k as f64 * by).min(1.0);
+            // 1-based as R computes it (the rounding of h is R's).
+            let index = 1.0 + (total - 1.0) * prob;
+            let lo = index.floor();
+            let h = index - lo;
+            let (xl, xh) = (
+                order_statistic(pts, &cum, lo - 1.0),
+                order_statistic(pts, &cum, index.ceil() - 1.0),
+            );
+            if h > 0.0 && xh != xl {
+                (1.0 - h) * xl + h * xh
+            } else {
+                xl
+            }
+        })
+        .collect();
+    breaks.dedup();
+    let inner = &breaks[1..breaks.len().saturating_sub(1).max(1)];
+    let groups = inner.len() + 1;
+    // Per group: rows, Σy, Σp, Σ(1 − p).
+    let mut sums = vec![[0.0; 4]; groups];
+    for &(p, n, t) in pts {
+        let s = &mut sums[inner.partition_point(|&e| e < p)];
+        s[0] += n;
+        s[1] += t;
+        s[2] += n * p;
+        s[3] += n * (1.0 - p);
+    }
+    let mut stat = 0.0;
+    let mut used = 0i64;
+    for &[n, o1, e1, e0] in &sums {
+        if n == 0.0 {
+            continue;
+        }
+        used += 1;
+        let o0 = n - o1;
+        stat += (o1 - e1) * (o1 - e1) / e1 + (o0 - e0) * (o0 - e0) / e0;
+    }
+    let df = used - 2;
+    (stat, df, chi_square_sf(stat, df as f64))
+}
+
+/// The values of groups' states (None: no usable row, NULL).
+pub(super) fn evaluate(states: &[Option<&FitState>], g: usize) -> Result<ArrayRef> {
+    let rows: Vec<Option<(f64, i64, f64)>> = states
+        .iter()
+        .map(|st| st.map(|st| hoslem(&st.sorted_points(), g)))
+        .collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(
+            rows.iter()
+                .map(|r| r.map(|v| v.0))
+                .collect::<Float64Array>(),
+        ),
+        Arc::new(rows.iter().map(|r| r.map(|v| v.1)).collect::<Int64Array>()),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.map(|v| v.2))
+                .collect::<Float64Array>(),
+        ),
+    ];
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    Ok(Arc::new(StructArray::try_new(
+        out_fields(),
+        columns,
+        Some(nulls),
+    )?))
+}

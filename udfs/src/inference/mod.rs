@@ -1,0 +1,71 @@
+//! Is the miscalibration real? Tests and estimates with their uncertainty, as aggregates:
+//!
+//! - [`spiegelhalter`]: Spiegelhalter's z test (sums, so `_state` / `_merge` and windows);
+//! - [`calibration_slope`]: logistic recalibration slope, intercept and calibration-in-the-large
+//!   with standard errors;
+//! - [`hosmer_lemeshow`]: the Hosmer–Lemeshow test as R ResourceSelection `hoslem.test`;
+//! - [`decomposition`]: `calibration_decomposition`, the CORP score decomposition;
+//! - [`field_bias`]: per field value bias, Wilson z, p-value and Holm-adjusted p-value.
+//!
+//! The three that need every distinct score keep them in the fits' state ([`points`]); the
+//! distributions are [`crate::stats`]'s.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, StructArray};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Field, Fields};
+use datafusion_common::Result;
+use datafusion_expr::AggregateUDFImpl;
+
+pub mod calibration_slope;
+pub mod decomposition;
+pub mod field_bias;
+pub mod hosmer_lemeshow;
+mod points;
+pub mod spiegelhalter;
+
+/// A struct type whose fields are all nullable Float64, named `names`.
+pub(crate) fn f64_struct_fields(names: &[&str]) -> Fields {
+    names
+        .iter()
+        .map(|n| Field::new(*n, DataType::Float64, true))
+        .collect()
+}
+
+/// A struct column of Float64 fields from per-group rows (`None`: a NULL struct).
+pub(crate) fn f64_struct_array<const K: usize>(
+    fields: Fields,
+    rows: &[Option<[f64; K]>],
+) -> Result<ArrayRef> {
+    let columns: Vec<ArrayRef> = (0..K)
+        .map(|k| {
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.map(|v| v[k]))
+                    .collect::<Float64Array>(),
+            ) as ArrayRef
+        })
+        .collect();
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    Ok(Arc::new(StructArray::try_new(
+        fields,
+        columns,
+        Some(nulls),
+    )?))
+}
+
+/// This crate's inference aggregate `udaf` keeping `cap` distinct scores exactly, if it is one
+/// whose exact cap is a setting (see [`crate::with_exact_cap`]).
+pub(crate) fn capped(udaf: &dyn AggregateUDFImpl, cap: usize) -> Option<Arc<dyn AggregateUDFImpl>> {
+    if let Some(f) = udaf.downcast_ref::<calibration_slope::CalibrationSlope>() {
+        return Some(Arc::new(f.capped(cap)));
+    }
+    if let Some(f) = udaf.downcast_ref::<hosmer_lemeshow::HosmerLemeshow>() {
+        return Some(Arc::new(f.capped(cap)));
+    }
+    if let Some(f) = udaf.downcast_ref::<decomposition::CalibrationDecomposition>() {
+        return Some(Arc::new(f.capped(cap)));
+    }
+    None
+}

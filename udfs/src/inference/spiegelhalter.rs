@@ -1,0 +1,228 @@
+//! `spiegelhalter(p, y [, w])`: Spiegelhalter's z test of calibration (Spiegelhalter 1986), as
+//! R `rms::val.prob` reports it ("S:z", "S:p").
+//!
+//! State per group: Σw and two sums, `Σ w (y − p)(1 − 2p)` and `Σ w² (1 − 2p)² p (1 − p)`
+//! (three Float64 fields, so states merge, subtract for sliding windows and store as
+//! `spiegelhalter_state`). The value is `z = num / sqrt(den)`, `p_value = 2Φ(−|z|)`.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use datafusion_common::Result;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_macros::user_doc;
+
+use super::{f64_struct_array, f64_struct_fields};
+use crate::common::{
+    args, check_p, check_w, check_y, f64s, for_each_row, usable_rows, weight_col, CallShape,
+};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::labels::f64_labels;
+use crate::stats::two_sided_p;
+
+#[user_doc(
+    doc_section(label = "Calibration Tests"),
+    description = "Spiegelhalter's z test of calibration: `z = Σ w (y − p)(1 − 2p) / sqrt(Σ w² (1 − 2p)² p (1 − p))` and \
+the two-sided `p_value = 2Φ(−|z|)`, as `{z, p_value}`; unweighted it is R `rms::val.prob`'s \"S:z\" and \"S:p\". A \
+small p-value says the predictions are miscalibrated beyond chance. Rows with p = 0 or 1 count in the numerator only. \
+When every p is 0, 0.5 or 1 the denominator is 0: z is NaN (numerator 0) or ±Infinity. NULL when no row is usable or every weight is 0.",
+    syntax_example = "spiegelhalter(p, y [, w])",
+    sql_example = r#"```sql
+> SELECT round(s['z'], 6) AS z, round(s['p_value'], 6) AS p_value FROM (SELECT spiegelhalter(p, y) AS s FROM (VALUES (0.2, 0), (0.7, 1), (0.9, 1), (0.4, 1)) AS t(p, y));
++-----------+----------+
+| z         | p_value  |
++-----------+----------+
+| -0.502519 | 0.615303 |
++-----------+----------+
+```"#,
+    argument(name = "p", description = "Predicted probability in [0, 1]."),
+    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
+    argument(
+        name = "w",
+        description = "Optional row weight, finite and >= 0. Default 1."
+    )
+)]
+struct SpiegelhalterDoc;
+
+const OUT: [&str; 2] = ["z", "p_value"];
+
+/// `spiegelhalter`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Spiegelhalter {
+    signature: Signature,
+}
+
+impl Default for Spiegelhalter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Spiegelhalter {
+    pub fn new() -> Self {
+        let mut f = Self {
+            signature: Signature::user_defined(Volatility::Immutable),
+        };
+        f.signature = f.shape().signature();
+        f
+    }
+
+    fn shape(&self) -> CallShape {
+        CallShape {
+            name: "spiegelhalter",
+            required: &[args::P, args::Y],
+            optional: &[args::W],
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<SpiegelhalterKernel> {
+        Ok(SpiegelhalterKernel {
+            w_col: weight_col(args.exprs, 2),
+            sums: vec![],
+        })
+    }
+}
+
+kernel_aggregate!(Spiegelhalter, true);
+
+impl AggregateUDFImpl for Spiegelhalter {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape().coerce(arg_types)?;
+        Ok(DataType::Struct(f64_struct_fields(&OUT)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(["sum_w", "num", "den"]
+            .iter()
+            .map(|n| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, n),
+                    DataType::Float64,
+                    true,
+                ))
+            })
+            .collect())
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        SpiegelhalterDoc.doc()
+    }
+}
+
+/// Per group: Σw, Σ w (y − p)(1 − 2p), Σ w² (1 − 2p)² p (1 − p).
+#[derive(Debug)]
+struct SpiegelhalterKernel {
+    w_col: Option<usize>,
+    sums: Vec<[f64; 3]>,
+}
+
+/// The test from the sums.
+pub(crate) fn spiegelhalter_z(num: f64, den: f64) -> [f64; 2] {
+    let z = num / den.sqrt();
+    [z, two_sided_p(z)]
+}
+
+impl Kernel for SpiegelhalterKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            w_col: self.w_col,
+            sums: vec![],
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.sums.len() < n {
+            self.sums.resize(n, [0.0; 3]);
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.sums.len()
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let func = "spiegelhalter";
+        let p = f64s(&values[0]).values();
+        let y_f64 = f64_labels(&values[1])?;
+        let y = &y_f64[..];
+        let w = self.w_col.map(|c| f64s(&values[c]).values());
+        let mut data = vec![&values[0], &values[1]];
+        data.extend(self.w_col.map(|c| &values[c]));
+        let mask = usable_rows(&data, filter);
+        let one_group = self.sums.len() == 1;
+        let sums = &mut self.sums;
+        for_each_row(p.len(), &mask, |i| {
+            let pi = check_p(func, "p", p[i])?;
+            let yi = check_y(func, y[i])?;
+            let wi = match w {
+                Some(w) => check_w(func, w[i])?,
+                None => 1.0,
+            };
+            let s = &mut sums[if one_group { 0 } else { groups[i] }];
+            let c = 1.0 - 2.0 * pi;
+            s[0] += wi;
+            s[1] += wi * (yi - pi) * c;
+            s[2] += wi * wi * c * c * pi * (1.0 - pi);
+            Ok(())
+        })
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let cols: Vec<&Float64Array> = states[..3]
+            .iter()
+            .map(|a| a.as_primitive::<Float64Type>())
+            .collect();
+        for (r, &g) in groups.iter().enumerate() {
+            if cols[0].is_valid(r) {
+                for (k, c) in cols.iter().enumerate() {
+                    self.sums[g][k] += c.value(r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        Ok((0..3)
+            .map(|k| {
+                Arc::new(
+                    self.sums[range.clone()]
+                        .iter()
+                        .map(|s| s[k])
+                        .collect::<Float64Array>(),
+                ) as ArrayRef
+            })
+            .collect())
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let rows: Vec<Option<[f64; 2]>> = self.sums[range]
+            .iter()
+            .map(|s| (s[0] > 0.0).then(|| spiegelhalter_z(s[1], s[2])))
+            .collect();
+        f64_struct_array(f64_struct_fields(&OUT), &rows)
+    }
+
+    fn drain(&mut self, n: usize) {
+        self.sums.drain(..n);
+    }
+
+    fn size(&self) -> usize {
+        self.sums.capacity() * size_of::<[f64; 3]>()
+    }
+
+    fn retractable(&self) -> bool {
+        true
+    }
+}
