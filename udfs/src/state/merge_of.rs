@@ -1,7 +1,23 @@
 //! `F_merge(state)`: merges stored states of `F` and returns `F`'s value.
 
-use super::*;
+use std::ops::Range;
+use std::sync::Arc;
 
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, StringArray, StructArray, UInt32Array,
+};
+use arrow::compute::take;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{exec_err, plan_err, Result};
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, TypeSignature, Volatility};
+
+use crate::kernel::{DynKernel, Kernel, KernelAggregate};
+
+use super::{
+    canonical_types, example_args, plain_state_fields, rebuild, section, state_type, STATE_FORMAT,
+};
 /// `F_merge(state)`: merges stored states of `F` and returns `F`'s value.
 #[derive(Debug)]
 pub(super) struct MergeOf {

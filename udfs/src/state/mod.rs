@@ -16,28 +16,18 @@
 //! `params` and merges. This file holds what both share: the state's type and the canonical
 //! parameter text. Which aggregates have twins is the registry's (`crate::registry`).
 
-use std::fmt::Debug;
-use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int32Array, StringArray, StructArray,
-    UInt32Array,
-};
-use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
-use datafusion_common::{exec_err, plan_err, Result, ScalarValue};
+use datafusion_common::{Result, ScalarValue};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{
-    AggregateUDF, AggregateUDFImpl, Documentation, Signature, TypeSignature, Volatility,
-};
+use datafusion_expr::{AggregateUDF, AggregateUDFImpl};
 use datafusion_physical_expr::expressions::{Column, Literal};
 use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 
 use crate::common::{literal, CallShape, Role};
-use crate::kernel::{DynKernel, Kernel, KernelAggregate};
+use crate::kernel::{DynKernel, KernelAggregate};
 
 /// The state format this version writes and reads.
 pub const STATE_FORMAT: i32 = 1;

@@ -1,7 +1,17 @@
 //! `F_state(…)`: an aggregate whose value is its partial state, wrapped for storage.
 
-use super::*;
+use std::ops::Range;
+use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, BooleanArray, Int32Array, StringArray, StructArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{plan_err, Result};
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
+
+use crate::kernel::{DynKernel, Kernel, KernelAggregate};
+
+use super::{describe, example_args, plain_state_fields, section, state_type, STATE_FORMAT};
 /// `F_state`: `F` whose value is its partial state.
 #[derive(Debug)]
 pub(super) struct StateOf {
