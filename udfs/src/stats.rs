@@ -38,7 +38,7 @@ pub fn two_sided_p(z: f64) -> f64 {
 /// The chi-square survival function P(X > x) with `df` degrees of freedom; NaN when `df`
 /// is not positive or either value is NaN.
 pub fn chi_square_sf(x: f64, df: f64) -> f64 {
-    if x.is_nan() || !(df > 0.0) {
+    if x.is_nan() || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }
     match ChiSquared::new(df) {
