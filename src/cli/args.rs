@@ -631,11 +631,12 @@ fn parse_demo_rows(value: &str) -> Result<u64, String> {
     Ok(rows)
 }
 
-/// A whole number ≥ 1.
+/// A scheduler's address, `df://HOST:PORT`.
 fn parse_remote(value: &str) -> Result<String, String> {
     calibsql::address::parse_remote_url(value)
 }
 
+/// A whole number ≥ 1.
 fn parse_positive(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_string()),
