@@ -16,7 +16,7 @@
 //! declared dead after [`EXECUTOR_TIMEOUT`] and its tasks, and the stages whose shuffle
 //! output it held, are run again on the others (Ballista's task and stage retries); a query
 //! fails only when no executor is left or a task fails [`TASK_MAX_FAILURES`] times. README
-//! "Scaling out" and docs/DISTRIBUTED.md say the same for users.
+//! "Scaling out" and docs/distributed.md say the same for users.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -377,11 +377,11 @@ fn parse_factor(value: &str) -> Result<Factor, String> {
 pub struct DemoArgs {
     /// Rows to generate, e.g. 1M (K, M, G: powers of 1000)
     #[arg(long, value_name = "N", value_parser = parse_demo_rows,
-          default_value_t = super::demo::DEFAULT_ROWS)]
+          default_value_t = DEFAULT_ROWS)]
     pub rows: u64,
 
     /// Directory for the data and the diagrams
-    #[arg(long, value_name = "DIR", default_value_os_t = super::demo::default_dir())]
+    #[arg(long, value_name = "DIR", default_value_os_t = default_demo_dir())]
     pub dir: PathBuf,
 
     /// Random seed of the data
@@ -421,18 +421,8 @@ statement is the chart's query. For example, the drift chart of sql/monitoring.s
 /// `calibsql plot metric`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct MetricArgs {
-    /// SQL to run after -f's statements; its last statement is the chart's query
-    #[arg(
-        short = 'c',
-        long = "command",
-        value_name = "SQL",
-        required_unless_present = "file"
-    )]
-    pub command: Option<String>,
-
-    /// A file of SQL statements ('-' reads standard input)
-    #[arg(short = 'f', long = "file", value_name = "PATH")]
-    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub query: QueryArgs,
 
     /// The SVG file to write
     #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
@@ -449,6 +439,25 @@ pub struct MetricArgs {
     /// The name of the value axis
     #[arg(long, value_name = "TEXT", default_value = "value")]
     pub y_label: String,
+}
+
+/// The query of a command that draws or reports one result (`plot reliability`, `plot
+/// metric`): statements from `-f`, then `-c`'s, over the `--table` tables; the last
+/// statement's result is what is drawn.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct QueryArgs {
+    /// SQL to run after -f's statements; its last statement is the query
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SQL",
+        required_unless_present = "file"
+    )]
+    pub command: Option<String>,
+
+    /// A file of SQL statements, run before -c's ('-' reads standard input)
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub file: Option<PathBuf>,
 
     /// Register a file, directory or glob as a table; repeatable
     #[arg(short = 't', long = "table", value_name = "NAME=PATH", value_parser = parse_table_arg)]
@@ -464,7 +473,7 @@ pub struct MetricArgs {
 }
 
 const RELIABILITY_AFTER_HELP: &str = "\
-The query (the last statement of -c or -f; earlier ones, e.g. CREATE VIEW, run first) returns
+The query (the last statement of -f then -c; earlier ones, e.g. CREATE VIEW, run first) returns
 a column p (probability), a column y (0/1 or Boolean) and optionally series. For example:
 
   calibsql plot reliability --table test=calibsql-demo/test -o sigmoid.svg \\
@@ -473,19 +482,8 @@ a column p (probability), a column y (0/1 or Boolean) and optionally series. For
 /// `calibsql plot reliability`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ReliabilityArgs {
-    /// The query: SQL returning p, y and optionally series
-    #[arg(
-        short = 'c',
-        long = "command",
-        value_name = "SQL",
-        conflicts_with = "file",
-        required_unless_present = "file"
-    )]
-    pub command: Option<String>,
-
-    /// Read the query from a file ('-' reads standard input)
-    #[arg(short = 'f', long = "file", value_name = "PATH")]
-    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub query: QueryArgs,
 
     /// The SVG file to write
     #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
@@ -503,18 +501,6 @@ pub struct ReliabilityArgs {
     /// A title above the panels
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
-
-    /// Register a file, directory or glob as a table; repeatable
-    #[arg(short = 't', long = "table", value_name = "NAME=PATH", value_parser = parse_table_arg)]
-    pub tables: Vec<TableArg>,
-
-    /// Format of the --table files, instead of guessing from their extensions
-    #[arg(long, value_name = "FORMAT", value_parser = parse_table_format)]
-    pub table_format: Option<TableFormat>,
-
-    /// Print nothing on standard error but errors
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
 }
 
 /// The binning of `plot reliability --strategy`.
@@ -623,23 +609,34 @@ fn parse_row_count(value: &str) -> Result<u64, String> {
     Ok(rows)
 }
 
-/// A row count for the demo: at least [`super::demo::MIN_ROWS`].
+/// Rows of the demo unless `--rows` says otherwise.
+pub const DEFAULT_ROWS: u64 = 1_000_000;
+/// The smallest `--rows` the reports work with.
+pub const MIN_ROWS: u64 = 1_000;
+
+/// The demo directory unless `--dir` says otherwise.
+pub fn default_demo_dir() -> PathBuf {
+    PathBuf::from("calibsql-demo")
+}
+
+/// A row count for the demo: at least [`MIN_ROWS`].
 fn parse_demo_rows(value: &str) -> Result<u64, String> {
     let rows = parse_row_count(value)?;
-    if rows < super::demo::MIN_ROWS {
+    if rows < MIN_ROWS {
         return Err(format!(
             "must be at least {} for the reports to have data",
-            super::demo::MIN_ROWS
+            MIN_ROWS
         ));
     }
     Ok(rows)
 }
 
-/// A whole number ≥ 1.
+/// A scheduler's address, `df://HOST:PORT`.
 fn parse_remote(value: &str) -> Result<String, String> {
     calibsql::address::parse_remote_url(value)
 }
 
+/// A whole number ≥ 1.
 fn parse_positive(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_string()),

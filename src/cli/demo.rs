@@ -1,12 +1,12 @@
 //! `calibsql demo`: generate data with known truth, run the reports in `sql/`, draw the
 //! reliability diagrams. Everything it shows can be rerun by hand with the commands it prints.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use calibsql::plot::{self, Strategy};
 
-use super::args::{DemoArgs, OutputFormat, TableArg};
+use super::args::{DemoArgs, OutputFormat, TableArg, MIN_ROWS};
 use super::options::{Mode, Options};
 use super::session::Session;
 
@@ -76,17 +76,12 @@ const DIAGRAMS: [Diagram; 1] = [Diagram {
     sql: include_str!("../../sql/reliability_ranking.sql"),
 }];
 
-/// Rows of the demo unless `--rows` says otherwise.
-pub const DEFAULT_ROWS: u64 = 1_000_000;
-/// The smallest `--rows` the reports work with.
-pub const MIN_ROWS: u64 = 1_000;
-
 pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
     let dir = &args.dir;
     println!(
         "calibsql demo: {} rows of synthetic ad and recommendation logs with known truth \
          (seed {}) into {}",
-        super::generate::thousands(args.rows),
+        super::progress::thousands(args.rows),
         args.seed,
         dir.display()
     );
@@ -238,9 +233,4 @@ fn shell_word(path: &Path) -> String {
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
     }
-}
-
-/// The demo directory unless `--dir` says otherwise.
-pub fn default_dir() -> PathBuf {
-    PathBuf::from("calibsql-demo")
 }

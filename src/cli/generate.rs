@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use calibsql::generate::{self, Config, Drift, Summary};
 
 use super::args::GenerateArgs;
+use super::progress::thousands;
 
 /// Writes the data of `args`; the progress bar draws on standard error when `progress`.
 pub fn run(args: &GenerateArgs, progress: bool) -> anyhow::Result<()> {
@@ -127,19 +128,6 @@ impl ProgressBar {
     }
 }
 
-/// 1234567 → `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// `1.2M` rows per second.
 fn per_second(rows: u64, seconds: f64) -> String {
     if seconds <= 0.0 {
@@ -161,8 +149,6 @@ mod tests {
 
     #[test]
     fn numbers_read_well() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(1_000_000), "1,000,000");
         assert_eq!(per_second(3_000_000, 2.0), "1.5M");
         assert_eq!(per_second(500, 1.0), "500");
     }

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use options::{Mode, Options, Source, Terminals, UsageError};
-use output::stdout_closed;
+use output::{print_error, stdout_closed, Interrupted};
 use session::Session;
 
 /// Exit code of a failed statement or run-time error.
@@ -29,18 +29,6 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// Exit code after Ctrl-C (128 + SIGINT), as shells report it.
 const EXIT_INTERRUPTED: u8 = 130;
-
-/// Ctrl-C stopped a statement.
-#[derive(Debug)]
-pub struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 /// The program: runs, then turns the outcome into an exit code.
 pub fn main() -> ExitCode {
@@ -174,11 +162,6 @@ async fn run_batch(options: &Options, sources: &[Source]) -> anyhow::Result<()> 
         result?;
     }
     Ok(())
-}
-
-/// Prints `Error: …` on one line of standard error.
-pub fn print_error(error: &anyhow::Error) {
-    let _ = writeln!(io::stderr(), "Error: {}", calibsql::errors::message(error));
 }
 
 /// A panic is a bug; still, the user gets one `Error:` line and exit code 1, not a trace.

@@ -1,4 +1,5 @@
-//! Writing query results: the output sink (standard output or `-o FILE`) and the four formats.
+//! Writing query results: the output sink (standard output or `-o FILE`) and the four formats;
+//! errors as the one `Error:` line on standard error, and [`Interrupted`] (Ctrl-C).
 
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -20,6 +21,23 @@ use futures::StreamExt;
 
 use super::args::OutputFormat;
 use super::progress::Progress;
+
+/// Ctrl-C stopped a statement.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Prints `Error: …` on one line of standard error.
+pub fn print_error(error: &anyhow::Error) {
+    let _ = writeln!(io::stderr(), "Error: {}", calibsql::errors::message(error));
+}
 
 /// Set once a write to standard output fails because the reader went away (`| head`).
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
@@ -171,32 +189,11 @@ impl Printer {
                 drop(writer);
             }
             OutputFormat::Json => {
-                let is_terminal = self.sink_is_terminal();
-                let mut writer = json::WriterBuilder::new()
-                    .with_explicit_nulls(true)
-                    .build::<_, JsonArray>(&mut self.sink);
-                while let Some(batch) = stream.next().await {
-                    let batch = batch?;
-                    stop_if_terminal(progress, printed.rows > 0, is_terminal);
-                    writer.write(&batch)?;
-                    printed.rows += batch.num_rows();
-                }
-                writer.finish()?;
-                drop(writer);
+                printed.rows = self.write_json::<JsonArray>(stream, progress).await?;
                 writeln!(self.sink)?;
             }
             OutputFormat::Ndjson => {
-                let is_terminal = self.sink_is_terminal();
-                let mut writer = json::WriterBuilder::new()
-                    .with_explicit_nulls(true)
-                    .build::<_, LineDelimited>(&mut self.sink);
-                while let Some(batch) = stream.next().await {
-                    let batch = batch?;
-                    stop_if_terminal(progress, printed.rows > 0, is_terminal);
-                    writer.write(&batch)?;
-                    printed.rows += batch.num_rows();
-                }
-                writer.finish()?;
+                printed.rows = self.write_json::<LineDelimited>(stream, progress).await?;
             }
         }
         if self.format != OutputFormat::Table {
@@ -204,6 +201,28 @@ impl Printer {
         }
         self.sink.flush()?;
         Ok(printed)
+    }
+
+    /// Writes `stream` as JSON in the layout `F` (an array, or one object per line); returns
+    /// the rows written.
+    async fn write_json<F: json::writer::JsonFormat>(
+        &mut self,
+        mut stream: SendableRecordBatchStream,
+        progress: &Progress,
+    ) -> anyhow::Result<usize> {
+        let is_terminal = self.sink_is_terminal();
+        let mut writer = json::WriterBuilder::new()
+            .with_explicit_nulls(true)
+            .build::<_, F>(&mut self.sink);
+        let mut rows = 0;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            stop_if_terminal(progress, rows > 0, is_terminal);
+            writer.write(&batch)?;
+            rows += batch.num_rows();
+        }
+        writer.finish()?;
+        Ok(rows)
     }
 
     fn sink_is_terminal(&self) -> bool {

@@ -9,26 +9,20 @@ use datafusion::prelude::SessionContext;
 
 use calibsql::plot;
 
-use super::args::{MetricArgs, PlotStrategy, ReliabilityArgs};
+use super::args::{MetricArgs, PlotStrategy, QueryArgs, ReliabilityArgs};
 use super::options::{Options, UsageError};
 
 /// Draws the diagram of `args`.
 pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::Result<()> {
     check_svg(&args.output)?;
-    let sql = read_sql(args.command.as_deref(), args.file.as_deref(), "reliability")?;
-    let options = Options {
-        tables: args.tables.clone(),
-        table_format: args.table_format,
-        ..options.clone()
-    };
-    let ctx = context(&options).await?;
+    let (ctx, sql) = query(&args.query, options).await?;
     let strategy = match args.strategy {
         PlotStrategy::Uniform => plot::Strategy::Uniform,
         PlotStrategy::Quantile => plot::Strategy::Quantile,
     };
     let panels = plot::reliability_panels(&ctx, &sql, args.bins, strategy).await?;
     plot::write_reliability_svg(&args.output, &panels, args.title.as_deref(), strategy)?;
-    if !args.quiet {
+    if !args.query.quiet {
         let _ = writeln!(
             io::stderr(),
             "Wrote {} ({} panel{}, {} bins): {}",
@@ -52,20 +46,7 @@ pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::R
 /// Draws the chart of `args`.
 pub async fn metric(args: &MetricArgs, options: &Options) -> anyhow::Result<()> {
     check_svg(&args.output)?;
-    let mut sql = match &args.file {
-        Some(path) => read_sql(None, Some(path), "metric")?,
-        None => String::new(),
-    };
-    if let Some(command) = &args.command {
-        sql.push_str(";\n");
-        sql.push_str(command);
-    }
-    let options = Options {
-        tables: args.tables.clone(),
-        table_format: args.table_format,
-        ..options.clone()
-    };
-    let ctx = context(&options).await?;
+    let (ctx, sql) = query(&args.query, options).await?;
     let series = plot::metric::metric_series(&ctx, &sql).await?;
     plot::metric::write_metric_svg(
         &args.output,
@@ -73,7 +54,7 @@ pub async fn metric(args: &MetricArgs, options: &Options) -> anyhow::Result<()> 
         args.title.as_deref(),
         (&args.x_label, &args.y_label),
     )?;
-    if !args.quiet {
+    if !args.query.quiet {
         let flagged: usize = series
             .iter()
             .map(|s| s.points.iter().filter(|p| p.flagged()).count())
@@ -104,26 +85,38 @@ fn check_svg(output: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The SQL of `-c` or `-f` (`-` reads standard input).
-fn read_sql(
-    command: Option<&str>,
-    file: Option<&std::path::Path>,
-    what: &str,
-) -> anyhow::Result<String> {
-    Ok(match (command, file) {
-        (Some(sql), _) => sql.to_string(),
-        (None, Some(path)) if path.as_os_str() == "-" => {
+/// The session and the SQL of `query`: `-f`'s statements (`-` reads standard input), then
+/// `-c`'s, on a session with `--table`'s tables registered.
+pub async fn query(
+    query: &QueryArgs,
+    options: &Options,
+) -> anyhow::Result<(SessionContext, String)> {
+    let mut sql = match &query.file {
+        Some(path) if path.as_os_str() == "-" => {
             let mut sql = String::new();
             io::Read::read_to_string(&mut io::stdin(), &mut sql)
                 .context("cannot read standard input")?;
             sql
         }
-        (None, Some(path)) => std::fs::read_to_string(path)
+        Some(path) => std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?,
-        (None, None) => {
-            return Err(UsageError(format!("plot {what} needs -c SQL or -f FILE")).into())
+        None => String::new(),
+    };
+    if let Some(command) = &query.command {
+        if !sql.is_empty() {
+            sql.push_str(";\n");
         }
-    })
+        sql.push_str(command);
+    }
+    if sql.trim().is_empty() {
+        return Err(UsageError("the query is empty: give SQL with -c or -f".to_string()).into());
+    }
+    let options = Options {
+        tables: query.tables.clone(),
+        table_format: query.table_format,
+        ..options.clone()
+    };
+    Ok((context(&options).await?, sql))
 }
 
 /// A session as `calibsql` builds it, with `options.tables` registered.

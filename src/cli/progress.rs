@@ -57,7 +57,7 @@ impl Progress {
                     let line = format!(
                         "{} {} rows scanned{} · {:.1} s",
                         SPINNER[frame % SPINNER.len()],
-                        human_count(rows),
+                        thousands(rows as u64),
                         if bytes > 0 {
                             format!(", {} read", human_bytes(bytes))
                         } else {
@@ -121,7 +121,8 @@ fn scan_metrics(plan: &dyn ExecutionPlan) -> (usize, usize) {
     (rows, bytes)
 }
 
-fn human_count(n: usize) -> String {
+/// 1234567 → `1,234,567`.
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -154,9 +155,9 @@ mod tests {
 
     #[test]
     fn formats_numbers() {
-        assert_eq!(human_count(0), "0");
-        assert_eq!(human_count(999), "999");
-        assert_eq!(human_count(1234567), "1,234,567");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(3 << 30), "3.0 GiB");

@@ -10,9 +10,8 @@ use rustyline::config::Config;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
-use super::output::stdout_closed;
+use super::output::{print_error, stdout_closed, Interrupted};
 use super::session::Session;
-use super::{print_error, Interrupted};
 
 const HELP: &str = "\
 End each statement with ';' (it may span lines).

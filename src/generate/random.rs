@@ -1,14 +1,7 @@
 //! Seeded random streams (one per row, keyed by seed, split and row number) and the
 //! samplers and distributions the world draws from.
 
-pub(super) fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
+pub(super) use calibsql_udfs::scalars::sigmoid;
 
 /// Cumulative, normalised weights.
 pub(super) fn cdf(weights: impl Iterator<Item = f64>) -> Vec<f64> {
@@ -52,32 +45,6 @@ pub(super) fn zipf_cdf(n: usize, exponent: f64) -> Vec<f64> {
 /// The index whose CDF interval holds `u` ∈ [0, 1).
 pub(super) fn pick(cdf: &[f64], u: f64) -> usize {
     cdf.partition_point(|&c| c <= u).min(cdf.len() - 1)
-}
-
-/// ln Γ(x) for x > 0 (Lanczos, g = 7; 15 digits).
-pub(super) fn ln_gamma(x: f64) -> f64 {
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        let pi = std::f64::consts::PI;
-        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = G[0];
-    let t = x + 7.5;
-    for (i, g) in G.iter().enumerate().skip(1) {
-        a += g / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
 }
 
 /// A SplitMix64 stream starting at a point hashed from (seed, key, index): independent
@@ -173,14 +140,6 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ln_gamma_matches_factorials() {
-        for (n, factorial) in [(1.0, 1.0), (2.0, 1.0), (4.0, 6.0), (6.0, 120.0)] {
-            assert!((ln_gamma(n) - f64::ln(factorial)).abs() < 1e-12, "{n}");
-        }
-        assert!((ln_gamma(0.5) - std::f64::consts::PI.sqrt().ln()).abs() < 1e-12);
-    }
 
     #[test]
     fn samplers_have_the_right_moments() {

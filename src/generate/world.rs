@@ -7,7 +7,7 @@ use datafusion::arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, I
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::SchemaRef;
 
-use super::random::{cdf, centred, ln_gamma, pick, sigmoid, zipf_cdf, Rng};
+use super::random::{cdf, centred, pick, sigmoid, zipf_cdf, Rng};
 use super::*;
 
 /// Everything drawn once per seed: the catalogue and the field effects.
@@ -89,7 +89,7 @@ impl World {
         let lr = (
             k1 - k0,
             1.0 / theta0 - 1.0 / theta1,
-            (ln_gamma(k0) + k0 * theta0.ln()) - (ln_gamma(k1) + k1 * theta1.ln()),
+            (libm::lgamma(k0) + k0 * theta0.ln()) - (libm::lgamma(k1) + k1 * theta1.ln()),
         );
         let site_cdf = zipf_cdf(SITES, SITE_ZIPF);
         let app_cdf = zipf_cdf(APPS, APP_ZIPF);

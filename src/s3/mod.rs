@@ -16,12 +16,16 @@
 //! credentials, missing bucket or object). Secrets appear in no `Debug` output and no error.
 //!
 //! The parts: `options` (the settings, their parsing and the error type), `store` (the
-//! S3 store with explained errors), `table` (`CREATE EXTERNAL TABLE … OPTIONS ('aws.…')`);
+//! S3 store with explained errors), `listing` (what a table location names: an object, a
+//! prefix or a glob over keys), `table` (`CREATE EXTERNAL TABLE … OPTIONS ('aws.…')`);
 //! the registry that builds stores per bucket is here.
 
+mod listing;
 mod options;
 mod store;
 mod table;
+
+pub(crate) use listing::{list_location, S3Listing};
 
 pub use options::{
     find_error, parse_seconds, S3Error, S3Options, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
