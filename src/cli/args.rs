@@ -504,6 +504,10 @@ pub struct ReliabilityArgs {
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
 
+    /// Leave out the error bars (each bin's 95% Wilson interval of the fraction of positives)
+    #[arg(long)]
+    pub no_intervals: bool,
+
     /// Register a file, directory or glob as a table; repeatable
     #[arg(short = 't', long = "table", value_name = "NAME=PATH", value_parser = parse_table_arg)]
     pub tables: Vec<TableArg>,

@@ -280,5 +280,6 @@ slt_files!(
     smooth,
     strategies,
     multi_field,
-    labels
+    labels,
+    intervals
 );

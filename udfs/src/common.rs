@@ -148,6 +148,7 @@ pub fn argument_default(func: &str, arg: &str) -> Option<&'static str> {
         ("fit_confcalib", "n_bins") => "10",
         (_, "n_knots") => "100",
         ("mvce", "rounds") => "10",
+        (_, "replicates") => "200",
         (_, "l2") => "1.0",
         (_, "strategy") => "'uniform'",
         (_, "n_bins") => "15",

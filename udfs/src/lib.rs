@@ -25,6 +25,7 @@ use datafusion_expr::{AggregateUDF, ScalarUDF};
 mod common;
 mod fastmath;
 pub mod fit;
+pub mod inference;
 mod kernel;
 mod labels;
 pub mod metrics;
@@ -41,6 +42,7 @@ pub use metrics::{auc, binned, binning, field, loss};
 use binned::{Binned, BinnedKind};
 use field::{FieldKind, FieldMetric};
 use fit::{Fit, FitMethod};
+use inference::bootstrap::{BootstrapEce, BootstrapKind};
 use loss::{LossKind, MeanLoss};
 use scalars::{CalibScalar, ScalarKind};
 
@@ -75,6 +77,10 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         udaf(Arc::new(Fit::new(FitMethod::Bbq))),
         udaf(Arc::new(fit::FieldFit::new(FitMethod::ConfCalib))),
         udaf(Arc::new(fit::FieldFit::new(FitMethod::FieldCalib))),
+        udaf(Arc::new(BootstrapEce::new(BootstrapKind::Ece))),
+        udaf(Arc::new(BootstrapEce::new(BootstrapKind::EceDiff))),
+        udaf(Arc::new(inference::delong::AucInterval::new())),
+        udaf(Arc::new(inference::delong::AucTest::new())),
     ]
     .into_iter()
     .chain(state::state_functions())

@@ -90,6 +90,12 @@ pub fn state_functions() -> Vec<Arc<AggregateUDF>> {
         Arc::new(crate::fit::FieldFit::new(FitMethod::ConfCalib)),
         Arc::new(crate::fit::FieldFit::new(FitMethod::FieldCalib)),
         Arc::new(crate::metrics::mvce::Mvce::new()),
+        Arc::new(crate::inference::bootstrap::BootstrapEce::new(
+            crate::inference::bootstrap::BootstrapKind::Ece,
+        )),
+        Arc::new(crate::inference::bootstrap::BootstrapEce::new(
+            crate::inference::bootstrap::BootstrapKind::EceDiff,
+        )),
     ];
     inners
         .into_iter()
