@@ -159,12 +159,12 @@ present; `lower`/`upper` NULL when a class has a single row (its variance is und
                 r#"```sql
 > SELECT r['auc'] AS auc, round(r['lower'], 6) AS lower, round(r['upper'], 6) AS upper
   FROM (SELECT auc_interval(p, y) AS r
-        FROM (VALUES (0.1, 0), (0.4, 1), (0.35, 0), (0.8, 1)) AS t(p, y));
-+-----+----------+-------+
-| auc | lower    | upper |
-+-----+----------+-------+
-| 0.75| 0.260009 | 1.0   |
-+-----+----------+-------+
+        FROM (VALUES (0.1, 0), (0.4, 1), (0.5, 0), (0.8, 1)) AS t(p, y));
++------+----------+-------+
+| auc  | lower    | upper |
++------+----------+-------+
+| 0.75 | 0.057048 | 1.0   |
++------+----------+-------+
 ```"#,
             )
             .with_argument("p", "Predicted probability in [0, 1].")
@@ -421,7 +421,7 @@ class has a single row. Rows with a NULL `p_a`, `p_b` or `y` are skipped. Keeps 
             .with_sql_example(
                 r#"```sql
 > SELECT r['auc_a'] AS auc_a, r['auc_b'] AS auc_b, r['z'] AS z, r['p_value'] AS p_value
-  FROM (SELECT auc_test(p, p, y) AS r FROM (VALUES (0.1, 0), (0.4, 1), (0.35, 0), (0.8, 1)) AS t(p, y));
+  FROM (SELECT auc_test(p, p, y) AS r FROM (VALUES (0.1, 0), (0.4, 1), (0.5, 0), (0.8, 1)) AS t(p, y));
 +-------+-------+-----+---------+
 | auc_a | auc_b | z   | p_value |
 +-------+-------+-----+---------+

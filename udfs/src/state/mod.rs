@@ -329,7 +329,7 @@ fn example_args(shape: &CallShape) -> String {
         .required
         .iter()
         .map(|a| match a.name() {
-            "field" => "f",
+            "field" | "key" => "f",
             "propensity" => "q",
             _ => match a {
                 Arg::Label(_) => "y",
