@@ -15,14 +15,18 @@ const QUERY: &str = "SELECT g,
     ips_logloss(p, y, q) AS ips, field_ece(p, y, site) AS fece, field_rce(p, y, site, 0.01, w) AS frce,
     ece(p, y) FILTER (WHERE site < 5) AS ece_f, ece(p, y, 10, 'torchmetrics') AS ece_tm,
     ace(p, y) AS ace, rmsce(p, y, 7, 'netcal', w) AS rmsce, smooth_ece(p, y, 0.05) AS smece,
-    ece_debiased(p, y) AS ece_db, normalized_entropy(p, y, w) AS ne
+    ece_debiased(p, y) AS ece_db, normalized_entropy(p, y, w) AS ne,
+    ece_interval(p, y, site)['lower'] AS ei_lo, ece_diff_interval(p, q, y, site)['upper'] AS ed_hi,
+    auc_interval(p, y)['lower'] AS ai_lo, auc_test(p, q, y)['z'] AS at_z
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
     ece(p, y) AS ece, ece(p, y, 10, 'quantile', w) AS ece_q, mce(p, y) AS mce,
     logloss(p, y, 1e-6, w) AS ll, auc(p, y, w) AS auc, field_rce(p, y, site) AS frce,
     field_ece(p, y, g) AS fece_g, smooth_ece(p, y) AS smece, ece_debiased(p, y) AS ece_db,
-    ace(p, y, 12, 'quantile', w) AS ace_w
+    ace(p, y, 12, 'quantile', w) AS ace_w, ece_interval(p, y, site * 1000 + g)['upper'] AS ei_hi,
+    ece_diff_interval(p, q, y, g, 10, 'sklearn')['lower'] AS ed_lo,
+    auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {
