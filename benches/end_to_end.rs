@@ -319,6 +319,17 @@ const EVERY_AGGREGATE: &[(&str, &str, f64)] = &[
     ("brier", "brier(p, y)", 2.0),
     ("ece", "ece(p, y)", 2.0),
     ("ece quantile", "ece(p, y, 15, 'quantile')", 4.0),
+    // The inference aggregates: no target yet (NaN), their ratios are reported. The bootstrap
+    // draws 200 weights a row; the key is the file's only integer column (a cluster bootstrap
+    // over sites, the same cost as a row id).
+    ("ece_interval", "ece_interval(p, y, site)", f64::NAN),
+    (
+        "ece_diff_interval",
+        "ece_diff_interval(p, propensity, y, site)",
+        f64::NAN,
+    ),
+    ("auc_interval", "auc_interval(p, y)", f64::NAN),
+    ("auc_test", "auc_test(p, propensity, y)", f64::NAN),
     ("ece_debiased", "ece_debiased(p, y)", 4.0),
     ("field_ece", "field_ece(p, y, site)", 2.0),
     ("field_rce", "field_rce(p, y, site)", 2.0),

@@ -82,6 +82,18 @@ const QUERIES: &[&str] = &[
             logloss(p, y) AS c, auc(p, y) AS d, field_rce(p, y, kind) AS e,
             brier(p, y, w) FILTER (WHERE kind <> 'k0') AS f, smooth_ece(p, y) AS h
      FROM t GROUP BY g ORDER BY g",
+    // The inference aggregates (struct results; ece_interval's weights hashed from the key, so
+    // the same on every executor), ungrouped and grouped.
+    "SELECT ece_interval(p, y, site * 1000 + g) AS a, ece_interval(p, y, kind, 10, 'sklearn', 0.9, 50) AS b,
+            ece_diff_interval(p, q, y, g) AS c, auc_interval(p, y) AS d, auc_interval(p, y, 0.9) AS e,
+            auc_test(p, q, y) AS f
+     FROM t",
+    "SELECT kind, ece_interval(p, y, g) AS a, ece_diff_interval(p, q, y, g, 8) AS b,
+            auc_interval(p, y) AS c, auc_test(p, q, y) AS d
+     FROM t GROUP BY kind ORDER BY kind",
+    "SELECT ece_interval_merge(a) AS a, ece_diff_interval_merge(b) AS b
+     FROM (SELECT site, ece_interval_state(p, y, g) AS a, ece_diff_interval_state(p, q, y, g, 8) AS b
+           FROM t GROUP BY site)",
     // A List<Struct> result, grouped by text.
     "SELECT kind, reliability(p, y) AS a, reliability(p, y, 8, 'quantile') AS b,
             reliability(p, y, 5, 'uniform', w, 0.9) AS c

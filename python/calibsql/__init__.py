@@ -230,11 +230,14 @@ class Connection:
         bins: int = 15,
         strategy: str = "uniform",
         title: Optional[str] = None,
+        intervals: bool = True,
     ) -> Svg:
         """The reliability diagram of a query returning ``p``, ``y`` and optionally ``series``
-        (one panel per series), as in ``calibsql plot reliability``. Jupyter shows it inline.
+        (one panel per series), as in ``calibsql plot reliability``: with ``intervals``, each
+        bin's 95% Wilson interval of the fraction of positives as an error bar. Jupyter shows
+        it inline.
         """
-        return Svg(self._native.reliability_svg(query, bins, strategy, title))
+        return Svg(self._native.reliability_svg(query, bins, strategy, title, intervals))
 
     def __repr__(self) -> str:
         return f"<calibsql.Connection, tables: {', '.join(self.tables()) or 'none'}>"
@@ -273,9 +276,14 @@ def register(name: str, data: Any, *, format: Optional[str] = None) -> Connectio
 
 
 def plot_reliability(
-    query: str, *, bins: int = 15, strategy: str = "uniform", title: Optional[str] = None
+    query: str,
+    *,
+    bins: int = 15,
+    strategy: str = "uniform",
+    title: Optional[str] = None,
+    intervals: bool = True,
 ) -> Svg:
     """:meth:`Connection.plot_reliability` on the default connection."""
     return _default_connection().plot_reliability(
-        query, bins=bins, strategy=strategy, title=title
+        query, bins=bins, strategy=strategy, title=title, intervals=intervals
     )

@@ -23,7 +23,12 @@ class Connection:
     def tables(self) -> list[str]: ...
     def sql(self, sql: str) -> Result: ...
     def reliability_svg(
-        self, sql: str, bins: int = 15, strategy: str = "uniform", title: Optional[str] = None
+        self,
+        sql: str,
+        bins: int = 15,
+        strategy: str = "uniform",
+        title: Optional[str] = None,
+        intervals: bool = True,
     ) -> str: ...
 
 class Result:

@@ -244,7 +244,7 @@ impl Connection {
 
     /// The reliability diagram of the query's `p`, `y` (and optional `series`) columns as
     /// SVG text.
-    #[pyo3(signature = (sql, bins=15, strategy="uniform", title=None))]
+    #[pyo3(signature = (sql, bins=15, strategy="uniform", title=None, intervals=true))]
     fn reliability_svg(
         &self,
         py: Python<'_>,
@@ -252,6 +252,7 @@ impl Connection {
         bins: u32,
         strategy: &str,
         title: Option<String>,
+        intervals: bool,
     ) -> PyResult<String> {
         let strategy = calibsql::plot::Strategy::from_name(strategy).ok_or_else(|| {
             Error::new_err(format!(
@@ -266,7 +267,7 @@ impl Connection {
         let sql = sql.to_string();
         wait(py, async move {
             let panels = calibsql::plot::reliability_panels(&ctx, &sql, bins, strategy).await?;
-            calibsql::plot::reliability_svg(&panels, title.as_deref(), strategy)
+            calibsql::plot::reliability_svg(&panels, title.as_deref(), strategy, intervals)
         })
     }
 }

@@ -44,6 +44,13 @@ QUERIES = {
                multi_field_rce(p_model, click, site_id, app_id, ad_type) AS mfr,
                mvce(p_model, click, row_id, 15, 5) AS mv
         FROM test""",
+    "inference: bootstrap and DeLong intervals, paired tests": """
+        SELECT ece_interval(p_model, click, user_id)['lower'] AS ei_lo,
+               ece_interval(p_model, click, row_id, 10, 'sklearn', 0.9, 50)['upper'] AS ei_hi,
+               ece_diff_interval(p_model, sigmoid(score), click, user_id)['diff'] AS ed,
+               auc_interval(p_model, click)['lower'] AS ai_lo,
+               auc_test(p_model, sigmoid(score), click)['z'] AS at_z
+        FROM test""",
     "filter and empty input": """
         SELECT ece(p_model, click) FILTER (WHERE ad_type = 'video') AS video,
                logloss(p_model, click) FILTER (WHERE false) AS nothing
@@ -139,3 +146,25 @@ def test_spiegelhalter_and_field_bias_match_numpy(bundled):
     for item in got:
         assert item["p_value"] == pytest.approx(want[item["field"]], rel=1e-9, abs=1e-300)
         assert item["p_adjusted"] == pytest.approx(holm[item["field"]], rel=1e-9, abs=1e-300)
+
+
+def test_auc_interval_matches_a_numpy_delong(bundled):
+    """auc_interval against DeLong's interval computed here from its definition: each
+    positive's and negative's placement from the pairwise comparison (ties one half), the
+    placements' sample variances, and auc +- 1.959963984540054 (the 97.5% normal quantile) *
+    se."""
+    rows = bundled("SELECT p_model, click FROM test WHERE row_id % 40 = 0")
+    p = np.array([r["p_model"] for r in rows])
+    y = np.array([r["click"] for r in rows])
+    pos, neg = p[y == 1], p[y == 0]
+    psi = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    auc = psi.mean()
+    v10, v01 = psi.mean(axis=1), psi.mean(axis=0)
+    se = np.sqrt(v10.var(ddof=1) / len(pos) + v01.var(ddof=1) / len(neg))
+    got = bundled(
+        "SELECT r['auc'] AS auc, r['lower'] AS lo, r['upper'] AS hi FROM "
+        "(SELECT auc_interval(p_model, click) AS r FROM test WHERE row_id % 40 = 0)"
+    )[0]
+    assert got["auc"] == pytest.approx(auc, rel=1e-12)
+    assert got["lo"] == pytest.approx(max(auc - 1.959963984540054 * se, 0.0), rel=1e-9)
+    assert got["hi"] == pytest.approx(min(auc + 1.959963984540054 * se, 1.0), rel=1e-9)

@@ -501,6 +501,10 @@ pub struct ReliabilityArgs {
     /// A title above the panels
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
+
+    /// Leave out the error bars (each bin's 95% Wilson interval of the fraction of positives)
+    #[arg(long)]
+    pub no_intervals: bool,
 }
 
 /// The binning of `plot reliability --strategy`.

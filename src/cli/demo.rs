@@ -125,7 +125,7 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
             plot::reliability_panels(&ctx, diagram.sql, plot::DEFAULT_BINS, Strategy::Uniform)
                 .await?;
         let path = dir.join(diagram.output);
-        plot::write_reliability_svg(&path, &panels, Some(diagram.title), Strategy::Uniform)?;
+        plot::write_reliability_svg(&path, &panels, Some(diagram.title), Strategy::Uniform, true)?;
         let eces: Vec<String> = panels
             .iter()
             .map(|p| {

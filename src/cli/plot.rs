@@ -21,7 +21,13 @@ pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::R
         PlotStrategy::Quantile => plot::Strategy::Quantile,
     };
     let panels = plot::reliability_panels(&ctx, &sql, args.bins, strategy).await?;
-    plot::write_reliability_svg(&args.output, &panels, args.title.as_deref(), strategy)?;
+    plot::write_reliability_svg(
+        &args.output,
+        &panels,
+        args.title.as_deref(),
+        strategy,
+        !args.no_intervals,
+    )?;
     if !args.query.quiet {
         let _ = writeln!(
             io::stderr(),

@@ -4,8 +4,10 @@
 //! `p` and `y` (grouped by its optional `series` column), so a diagram shows exactly the
 //! numbers a query would. The drawing follows Guo et al. (2017) and Kweon et al. (2022,
 //! Figure 1): per bin, a bar up to the fraction of positives; the gap between it and the bin's
-//! mean predicted probability; the diagonal of perfect calibration; and under it a strip with
-//! the rows per bin on a log scale. One panel per `series` value, in sorted order.
+//! mean predicted probability; the bin's 95% Wilson interval of the fraction of positives
+//! (`reliability`'s `frac_pos_lower`/`frac_pos_upper`) as an error bar, unless turned off;
+//! the diagonal of perfect calibration; and under it a strip with the rows per bin on a log
+//! scale. One panel per `series` value, in sorted order.
 
 use std::fmt::Display;
 use std::path::Path;
@@ -64,6 +66,9 @@ pub struct Bin {
     pub count: i64,
     pub mean_p: Option<f64>,
     pub frac_pos: Option<f64>,
+    /// The Wilson interval of `frac_pos` (95%) that `reliability` returns.
+    pub frac_pos_lower: Option<f64>,
+    pub frac_pos_upper: Option<f64>,
 }
 
 /// One panel: the rows of one `series` value.
@@ -181,6 +186,8 @@ fn read_bins(bins: &StructArray) -> anyhow::Result<Vec<Bin>> {
     let upper = float("upper")?;
     let mean_p = float("mean_p")?;
     let frac_pos = float("frac_pos")?;
+    let frac_pos_lower = float("frac_pos_lower")?;
+    let frac_pos_upper = float("frac_pos_upper")?;
     let count = bins
         .column_by_name("count")
         .context("reliability() has no field count")?
@@ -192,6 +199,8 @@ fn read_bins(bins: &StructArray) -> anyhow::Result<Vec<Bin>> {
             count: count.value(i),
             mean_p: mean_p[i],
             frac_pos: frac_pos[i],
+            frac_pos_lower: frac_pos_lower[i],
+            frac_pos_upper: frac_pos_upper[i],
         })
         .collect())
 }
@@ -207,13 +216,16 @@ const BAR: RGBColor = RGBColor(31, 119, 180);
 const GAP: RGBColor = RGBColor(214, 39, 40);
 const DIAGONAL: RGBColor = RGBColor(90, 90, 90);
 const COUNTS: RGBColor = RGBColor(120, 120, 120);
+const INTERVAL: RGBColor = RGBColor(20, 20, 20);
 
 /// The diagram as SVG text: one panel per element of `panels` (at most four per row), an
-/// optional `title` above them.
+/// optional `title` above them; with `intervals`, each bin's Wilson interval of the fraction
+/// of positives as an error bar.
 pub fn reliability_svg(
     panels: &[Panel],
     title: Option<&str>,
     strategy: Strategy,
+    intervals: bool,
 ) -> anyhow::Result<String> {
     let columns = panels.len().clamp(1, COLUMNS);
     let rows = panels.len().div_ceil(COLUMNS).max(1);
@@ -234,7 +246,7 @@ pub fn reliability_svg(
         };
         let areas = body.split_evenly((rows, columns));
         for (i, (panel, area)) in panels.iter().zip(&areas).enumerate() {
-            draw_panel(area, panel, strategy, i == 0)?;
+            draw_panel(area, panel, strategy, i == 0, intervals)?;
         }
         root.present().map_err(drawing)?;
     }
@@ -247,8 +259,9 @@ pub fn write_reliability_svg(
     panels: &[Panel],
     title: Option<&str>,
     strategy: Strategy,
+    intervals: bool,
 ) -> anyhow::Result<()> {
-    let svg = reliability_svg(panels, title, strategy)?;
+    let svg = reliability_svg(panels, title, strategy, intervals)?;
     std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -261,6 +274,7 @@ fn draw_panel<DB: DrawingBackend>(
     panel: &Panel,
     strategy: Strategy,
     legend: bool,
+    intervals: bool,
 ) -> anyhow::Result<()> {
     // Uniform bins span [0, 1]. Quantile bins zoom on the range of the bins' means (the last
     // bin, up to the largest p, is cut at the edge).
@@ -369,6 +383,41 @@ fn draw_panel<DB: DrawingBackend>(
             PathElement::new(vec![(lower, c), (upper, c)], GAP.stroke_width(2))
         }))
         .map_err(drawing)?;
+    if intervals {
+        // Each bin's Wilson interval of the fraction of positives: a vertical bar with caps
+        // at the middle of the bin (clipped to the chart, whose top may cut quantile bins).
+        let bars: Vec<(f64, f64, f64, f64)> = filled
+            .iter()
+            .filter_map(|b| {
+                let (lower, upper) = span(b);
+                let (lo, hi) = (b.frac_pos_lower?, b.frac_pos_upper?);
+                let cap = ((upper - lower) * 0.25).min(x_max * 0.015);
+                Some(((lower + upper) / 2.0, lo.min(x_max), hi.min(x_max), cap))
+            })
+            .collect();
+        chart
+            .draw_series(bars.iter().map(|&(x, lo, hi, cap)| {
+                PathElement::new(
+                    vec![
+                        (x - cap, lo),
+                        (x + cap, lo),
+                        (x, lo),
+                        (x, hi),
+                        (x - cap, hi),
+                        (x + cap, hi),
+                    ],
+                    INTERVAL.stroke_width(1),
+                )
+            }))
+            .map_err(drawing)?
+            .label("95% Wilson interval")
+            .legend(|(x, y)| {
+                PathElement::new(
+                    vec![(x + 6, y - 5), (x + 6, y + 5)],
+                    INTERVAL.stroke_width(1),
+                )
+            });
+    }
     chart
         .draw_series(DashedLineSeries::new(
             vec![(0.0, 0.0), (x_max, x_max)],

@@ -94,6 +94,50 @@ fn tools_check_their_flags() {
     assert!(svg.contains("a  ·  ECE") && svg.contains("b  ·  ECE"));
 }
 
+/// `plot reliability` draws each bin's Wilson interval (what `reliability` returns) as an
+/// error bar, with a legend entry; `--no-intervals` leaves both out.
+#[test]
+fn plot_reliability_draws_wilson_intervals_unless_told_not_to() {
+    let dir = TempDir::new().unwrap();
+    let query = "SELECT (value % 10) / 10.0 + 0.05 AS p, CAST(value % 3 = 0 AS INT) AS y
+                 FROM generate_series(1, 300)";
+    for (flags, name) in [
+        (&[][..], "with.svg"),
+        (&["--no-intervals"][..], "without.svg"),
+    ] {
+        calibsql(dir.path())
+            .args([
+                "plot",
+                "reliability",
+                "-q",
+                "--bins",
+                "10",
+                "-o",
+                name,
+                "-c",
+                query,
+            ])
+            .args(flags)
+            .assert()
+            .success();
+    }
+    let with = std::fs::read_to_string(dir.path().join("with.svg")).unwrap();
+    let without = std::fs::read_to_string(dir.path().join("without.svg")).unwrap();
+    assert!(with.contains("95% Wilson interval"), "no interval legend");
+    assert!(
+        !without.contains("Wilson"),
+        "--no-intervals still draws them"
+    );
+    // One bar (a six-point path) per non-empty bin: ten more paths than without.
+    let paths = |svg: &str| svg.matches("<polyline").count() + svg.matches("<path").count();
+    assert!(
+        paths(&with) >= paths(&without) + 10,
+        "{} paths with intervals, {} without",
+        paths(&with),
+        paths(&without)
+    );
+}
+
 #[test]
 fn plot_metric_skips_points_it_cannot_place() {
     let dir = TempDir::new().unwrap();

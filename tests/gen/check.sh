@@ -28,6 +28,7 @@ generators=(
   "tests/slt/gen/binned.py|tests/slt/binned.slt"
   "tests/slt/gen/smooth.py|tests/slt/smooth.slt"
   "tests/slt/gen/strategies.py|tests/slt/strategies.slt"
+  "tests/slt/gen/intervals.py|tests/slt/intervals.slt (bootstrap weights reproduced in numpy; a pROC DeLong port)"
   "tests/slt/gen/research/verify_rules.py|docs/binning-rules.md's bin rules against the tools' own code"
   "tests/inference_gen/gen.py|tests/data/inference/ (CSV files and expected.rs)"
   "tests/fits_gen/gen.py|tests/data/fits/ (CSV files and expected.rs)"

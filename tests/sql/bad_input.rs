@@ -224,6 +224,22 @@ const AGGREGATES: &[Row] = &[
         &["p, y, f"],
     ),
     row(
+        "ece_interval",
+        "p",
+        P,
+        &["p, y, f", "p, y, f, 10, 'sklearn', 0.9, 20"],
+        &["p, y, f", "p, y, f, 5, 'netcal', 0.8, 30"],
+    ),
+    row(
+        "ece_diff_interval",
+        "p_a",
+        P,
+        &["p, p, y, f", "p, 1 - p, y, f, 5"],
+        &["p, 1 - p, y, f"],
+    ),
+    row("auc_interval", "p", P, &["p, y", "p, y, 0.9"], &[]),
+    row("auc_test", "p_a", P, &["p, p, y", "p, 1 - p, y"], &[]),
+    row(
         "fit_field_calib",
         "logit",
         S,

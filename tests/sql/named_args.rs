@@ -39,7 +39,7 @@ async fn context() -> SessionContext {
 /// arguments, and a value for the optional ones without a default.
 fn column(param: &str) -> Option<&'static str> {
     Some(match param {
-        "p" | "p_hat" => "p",
+        "p" | "p_hat" | "p_a" | "p_b" => "p",
         "y" => "y",
         "w" => "w",
         "field" | "key" => "f",

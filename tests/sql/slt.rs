@@ -281,5 +281,6 @@ slt_files!(
     strategies,
     multi_field,
     labels,
-    inference
+    inference,
+    intervals
 );

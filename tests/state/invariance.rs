@@ -19,7 +19,9 @@ const QUERY: &str = "SELECT g,
     spiegelhalter(p, y, w)['z'] AS sz,
     nanvl(calibration_slope(p, y)['slope'], -1.0) AS cs, -- NaN in groups whose labels p separates
     hosmer_lemeshow(p, y, 5)['statistic'] AS hl, calibration_decomposition(p, y)['miscalibration'] AS mcb,
-    field_bias(p, y, site)[1]['p_adjusted'] AS fb
+    field_bias(p, y, site)[1]['p_adjusted'] AS fb,
+    ece_interval(p, y, site)['lower'] AS ei_lo, ece_diff_interval(p, q, y, site)['upper'] AS ed_hi,
+    auc_interval(p, y)['lower'] AS ai_lo, auc_test(p, q, y)['z'] AS at_z
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
@@ -29,7 +31,10 @@ const QUERY_ALL: &str = "SELECT
     ace(p, y, 12, 'quantile', w) AS ace_w, spiegelhalter(p, y)['z'] AS sz,
     calibration_slope(p, y, w)['slope_se'] AS cs, hosmer_lemeshow(p, y)['statistic'] AS hl,
     calibration_decomposition(p, y, 'logloss', w)['discrimination'] AS dsc,
-    field_bias(p, y, site, w)[1]['p_adjusted'] AS fb, field_bias(p, y, site)[40]['z'] AS fb_z
+    field_bias(p, y, site, w)[1]['p_adjusted'] AS fb, field_bias(p, y, site)[40]['z'] AS fb_z,
+    ace(p, y, 12, 'quantile', w) AS ace_w, ece_interval(p, y, site * 1000 + g)['upper'] AS ei_hi,
+    ece_diff_interval(p, q, y, g, 10, 'sklearn')['lower'] AS ed_lo,
+    auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {

@@ -112,6 +112,10 @@ const CASES: &[(&str, &str)] = &[
     ("fit_field_calib", "s, y, f, 5, 0.5"),
     ("mvce", "p, y, f"),
     ("mvce", "p, y, day, 4, 3"),
+    ("ece_interval", "p, y, id"),
+    ("ece_interval", "p, y, f, 10, 'netcal', 0.9, 50"),
+    ("ece_diff_interval", "p, q, y, id"),
+    ("ece_diff_interval", "p, q, y, f, 8, 'torchmetrics', 0.8"),
 ];
 
 #[tokio::test]

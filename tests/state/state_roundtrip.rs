@@ -176,6 +176,27 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     );
     add("field_bias", vec![c("p"), c("y"), c("f")]);
     add("field_bias", vec![c("p"), c("y"), c("f"), c("w")]);
+    add("ece_interval", vec![c("p"), c("y"), c("g")]);
+    add(
+        "ece_interval",
+        vec![
+            c("p"),
+            c("y"),
+            c("f"),
+            lit(10i64),
+            lit("sklearn"),
+            lit(0.9),
+            lit(50i64),
+        ],
+    );
+    add("ece_diff_interval", vec![c("p"), c("q"), c("y"), c("g")]);
+    add(
+        "ece_diff_interval",
+        vec![c("p"), c("q"), c("y"), c("f"), lit(7i64), lit("kumar")],
+    );
+    add("auc_interval", vec![c("p"), c("y")]);
+    add("auc_interval", vec![c("p"), c("y"), lit(0.9)]);
+    add("auc_test", vec![c("p"), c("q"), c("y")]);
     add("fit_confcalib", vec![c("p"), c("y"), c("f")]);
     add(
         "fit_confcalib",

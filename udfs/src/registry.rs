@@ -15,8 +15,10 @@ use datafusion_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, ScalarUDFImpl};
 
 use crate::common::CallShape;
 use crate::fit::{FieldFit, Fit, Method};
+use crate::inference::bootstrap::{BootstrapEce, BootstrapKind};
 use crate::inference::calibration_slope::CalibrationSlope;
 use crate::inference::decomposition::CalibrationDecomposition;
+use crate::inference::delong::{AucInterval, AucTest};
 use crate::inference::field_bias::FieldBias;
 use crate::inference::hosmer_lemeshow::HosmerLemeshow;
 use crate::inference::spiegelhalter::Spiegelhalter;
@@ -58,6 +60,10 @@ fn functions() -> Vec<Function> {
         with_states(HosmerLemeshow::new()),
         with_states(CalibrationDecomposition::new()),
         with_states(FieldBias::new()),
+        with_states(BootstrapEce::new(BootstrapKind::Ece)),
+        with_states(BootstrapEce::new(BootstrapKind::EceDiff)),
+        aggregate(AucInterval::new()),
+        aggregate(AucTest::new()),
     ];
     // The calibrators' `fit_*`, listed in `calibrators!` (fit/mod.rs).
     functions.extend(Method::fitted().map(|m| {

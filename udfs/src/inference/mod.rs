@@ -1,11 +1,16 @@
-//! Is the miscalibration real? Tests and estimates with their uncertainty, as aggregates:
+//! Is the miscalibration real? Tests and estimates with their uncertainty, as aggregates, one
+//! family per file:
 //!
 //! - [`spiegelhalter`]: Spiegelhalter's z test (sums, so `_state` / `_merge` and windows);
 //! - [`calibration_slope`]: logistic recalibration slope, intercept and calibration-in-the-large
 //!   with standard errors;
 //! - [`hosmer_lemeshow`]: the Hosmer–Lemeshow test as R ResourceSelection `hoslem.test`;
 //! - [`decomposition`]: `calibration_decomposition`, the CORP score decomposition;
-//! - [`field_bias`]: per field value bias, Wilson z, p-value and Holm-adjusted p-value.
+//! - [`field_bias`]: per field value bias, Wilson z, p-value and Holm-adjusted p-value;
+//! - [`bootstrap`]: `ece_interval`, `ece_diff_interval` (a one-pass Poisson bootstrap of the
+//!   ECE, with per-row weights hashed from a key, so it merges across partitions);
+//! - [`delong`]: `auc_interval`, `auc_test` (DeLong's variance of the AUC: pROC's interval and
+//!   paired test).
 //!
 //! The three that need every distinct score keep them in the fits' state ([`points`]); the
 //! distributions are [`crate::stats`]'s.
@@ -18,8 +23,10 @@ use arrow::datatypes::{DataType, Field, Fields};
 use datafusion_common::Result;
 use datafusion_expr::AggregateUDFImpl;
 
+pub mod bootstrap;
 pub mod calibration_slope;
 pub mod decomposition;
+pub mod delong;
 pub mod field_bias;
 pub mod hosmer_lemeshow;
 mod points;

@@ -96,25 +96,31 @@ impl AggregateUDFImpl for Auc {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let mut fields = values::state_fields(args.name);
-        for (name, t) in TALLY_STATE_NAMES.iter().zip([
-            f64_list_type(),
-            f64_list_type(),
-            list_type(DataType::Int64),
-            list_type(DataType::Int64),
-        ]) {
-            fields.push(Arc::new(Field::new(
-                format_state_name(args.name, name),
-                t,
-                true,
-            )));
-        }
-        Ok(fields)
+        Ok(state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
         crate::common::documented(self.doc(), &self.shape())
     }
+}
+
+/// The state fields of [`AucKernel`] (`auc`, `auc_interval`): the rows' four, then the
+/// tallies' four.
+pub(crate) fn state_fields(name: &str) -> Vec<FieldRef> {
+    let mut fields = values::state_fields(name);
+    for (field, t) in TALLY_STATE_NAMES.iter().zip([
+        f64_list_type(),
+        f64_list_type(),
+        list_type(DataType::Int64),
+        list_type(DataType::Int64),
+    ]) {
+        fields.push(Arc::new(Field::new(
+            format_state_name(name, field),
+            t,
+            true,
+        )));
+    }
+    fields
 }
 
 /// The state fields after the rows' four: the tallies' scores and row counts per class.
@@ -123,12 +129,12 @@ const TALLY_STATE_NAMES: [&str; 4] = ["neg_tally_p", "pos_tally_p", "neg_tally_n
 /// Rows of its own at which a group first tries counting its scores (512 KiB of rows).
 pub(crate) const COMPACT_FROM: usize = 1 << 16;
 
-/// `auc`'s kernel: the rows (a [`ValueStore`]), and per unweighted group the tallies of the
+/// `auc`'s kernel (and `auc_interval`'s, which reads the same rows): the rows (a [`ValueStore`]), and per unweighted group the tallies of the
 /// rows it has counted (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct AucKernel {
-    store: ValueStore,
-    tallies: Vec<[Tally; 2]>,
+    pub(crate) store: ValueStore,
+    pub(crate) tallies: Vec<[Tally; 2]>,
     /// Per group, the rows of its own at which it next tries counting (four times as many
     /// after a try that did not pay); `usize::MAX` when the call is weighted (or, in the
     /// tests, counting is turned off).
@@ -138,8 +144,13 @@ pub(crate) struct AucKernel {
 
 impl AucKernel {
     fn new(w_col: Option<usize>) -> Self {
+        Self::named("auc", w_col)
+    }
+
+    /// The kernel of function `func` (the name its errors give), weighted by column `w_col`.
+    pub(crate) fn named(func: &'static str, w_col: Option<usize>) -> Self {
         Self {
-            store: ValueStore::new("auc", 0, 1, w_col).sorted_on_emit(),
+            store: ValueStore::new(func, 0, 1, w_col).sorted_on_emit(),
             tallies: vec![],
             next_count: vec![],
             tally_bytes: 0,

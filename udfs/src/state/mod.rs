@@ -282,7 +282,7 @@ fn example_args(shape: &CallShape) -> String {
         .required
         .iter()
         .map(|a| match a.name() {
-            "field" => "f",
+            "field" | "key" => "f",
             "propensity" => "q",
             _ => match a.role {
                 Role::Label => "y",

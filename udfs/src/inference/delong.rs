@@ -1,0 +1,693 @@
+//! `auc_interval` and `auc_test`: DeLong's variance of the AUC (DeLong, DeLong &
+//! Clarke-Pearson 1988), computed from the placements as Sun & Xu (2014) do, and R pROC's
+//! interval (`ci.auc(method = "delong")`) and paired test (`roc.test(method = "delong",
+//! paired = TRUE)`), with pROC's `direction = "<"` (a higher score means a positive).
+//!
+//! A positive's placement is `V10 = (negatives below + ½ negatives equal) / n`, a negative's
+//! `V01 = (positives above + ½ positives equal) / m`; the AUC θ is their mean and
+//! `Var(θ) = S10/m + S01/n`, S10 and S01 the sample variances (denominator m − 1, n − 1) of
+//! the placements. Ties count one half, as in `auc`.
+//!
+//! `auc_interval` keeps what `auc` keeps — the same kernel (`crate::metrics::auc`), rows
+//! counted per distinct score when they repeat — and sweeps the two classes' sorted scores
+//! twice at the end (θ exactly as `auc` counts it, then the placements' variances), reading
+//! the rows where they lie. `auc_test` needs each row's two scores together (the covariance
+//! of the two models' placements is over rows), so it keeps the pairs, 16 bytes a row (what
+//! `auc` keeps for each of the two scores), and at the end sorts each class by one score at
+//! a time and finds a row's placement by binary search in the other class; the only room it
+//! takes beyond the rows is one f64 a row of the larger class while it computes.
+
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{ArrayRef, BooleanArray, Float64Array, StructArray};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion_common::{internal_err, Result};
+use datafusion_doc::DocSection;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::utils::format_state_name;
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
+
+use crate::common::{
+    args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
+    literal_checked, usable_rows, Arg, CallShape,
+};
+use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::labels::f64_labels;
+use crate::metrics::auc::{self, AucKernel};
+use crate::stats::{normal_quantile, two_sided_p};
+use crate::values::{runs_of, Rows, Tally};
+
+const INTERVAL: CallShape = CallShape {
+    name: "auc_interval",
+    required: &[args::P, args::Y],
+    optional: &[Arg::lit_num("level").or("0.95")],
+};
+
+const TEST: CallShape = CallShape {
+    name: "auc_test",
+    required: &[Arg::num("p_a"), Arg::num("p_b"), args::Y],
+    optional: &[],
+};
+
+fn section() -> DocSection {
+    DocSection {
+        include: true,
+        label: "Calibration Tests and Intervals",
+        description: None,
+    }
+}
+
+fn f64_fields(names: &[&str]) -> Fields {
+    names
+        .iter()
+        .map(|n| Field::new(*n, DataType::Float64, true))
+        .collect()
+}
+
+/// A struct column of Float64 fields `names`, one row per entry (NULL rows for None).
+fn struct_column<const K: usize>(
+    names: &[&str],
+    rows: &[Option<[Option<f64>; K]>],
+) -> Result<ArrayRef> {
+    let columns: Vec<ArrayRef> = (0..K)
+        .map(|k| -> ArrayRef {
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.and_then(|r| r[k]))
+                    .collect::<Float64Array>(),
+            )
+        })
+        .collect();
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    Ok(Arc::new(StructArray::try_new(
+        f64_fields(names),
+        columns,
+        Some(nulls),
+    )?))
+}
+
+// ---------------------------------------------------------------------------------------
+// auc_interval
+
+const INTERVAL_FIELDS: [&str; 3] = ["auc", "lower", "upper"];
+
+/// `auc_interval(p, y [, level])`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct AucInterval {
+    signature: Signature,
+}
+
+impl Default for AucInterval {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AucInterval {
+    pub fn new() -> Self {
+        Self {
+            signature: INTERVAL.signature(),
+        }
+    }
+
+    fn shape(&self) -> CallShape {
+        INTERVAL
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<AucIntervalKernel> {
+        let level = match args.exprs.get(2) {
+            Some(e) => literal_checked(INTERVAL.name, "level", e, "in (0, 1)", |x| {
+                x > 0.0 && x < 1.0
+            })?,
+            None => 0.95,
+        };
+        Ok(AucIntervalKernel {
+            auc: AucKernel::named(INTERVAL.name, None),
+            z: normal_quantile((1.0 + level) / 2.0),
+        })
+    }
+}
+
+impl AggregateUDFImpl for AucInterval {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        INTERVAL.coerce(arg_types)?;
+        Ok(DataType::Struct(f64_fields(&INTERVAL_FIELDS)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(auc::state_fields(args.name))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: OnceLock<Documentation> = OnceLock::new();
+        Some(DOC.get_or_init(|| {
+            Documentation::builder(
+                section(),
+                "The AUC with DeLong's confidence interval, as R pROC's `ci.auc(method = \"delong\")` \
+(with `direction = \"<\"`): `auc ± Φ⁻¹((1 + level)/2) · se`, clipped to [0, 1], where `se² = S10/m + S01/n` \
+from the sample variances of the positives' and negatives' placements (DeLong et al. 1988; Sun & Xu 2014). \
+`auc` is exactly `auc(p, y)` (ties count one half). Returns `{auc, lower, upper}`; NULL when only one class is \
+present; `lower`/`upper` NULL when a class has a single row (its variance is undefined). Keeps what `auc` keeps: \
+8 bytes a row, or a count per distinct score when scores repeat.",
+                INTERVAL.usage(),
+            )
+            .with_sql_example(
+                r#"```sql
+> SELECT r['auc'] AS auc, round(r['lower'], 6) AS lower, round(r['upper'], 6) AS upper
+  FROM (SELECT auc_interval(p, y) AS r
+        FROM (VALUES (0.1, 0), (0.4, 1), (0.5, 0), (0.8, 1)) AS t(p, y));
++------+----------+-------+
+| auc  | lower    | upper |
++------+----------+-------+
+| 0.75 | 0.057048 | 1.0   |
++------+----------+-------+
+```"#,
+            )
+            .with_argument("p", "Predicted probability in [0, 1].")
+            .with_argument("y", "Observed label: Boolean or a number 0/1.")
+            .with_argument(
+                "level",
+                "Confidence level, a constant in (0, 1). Default 0.95.",
+            )
+            .build()
+        }))
+    }
+}
+
+/// `auc`'s kernel, finished with DeLong's interval.
+#[derive(Debug)]
+struct AucIntervalKernel {
+    auc: AucKernel,
+    /// Φ⁻¹((1 + level)/2).
+    z: f64,
+}
+
+/// (score, rows) pairs of several ascending sources merged into one ascending sequence, equal
+/// scores (−0 and +0 too) counted together.
+struct MergedRuns<'a> {
+    heads: Vec<Option<(f64, u64)>>,
+    sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>,
+}
+
+impl<'a> MergedRuns<'a> {
+    fn new(mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>) -> Self {
+        let heads = sources.iter_mut().map(|s| s.next()).collect();
+        Self { heads, sources }
+    }
+}
+
+impl Iterator for MergedRuns<'_> {
+    type Item = (f64, u64);
+
+    fn next(&mut self) -> Option<(f64, u64)> {
+        let v = self.heads.iter().flatten().map(|h| h.0).reduce(f64::min)?;
+        let mut rows = 0;
+        for (head, source) in self.heads.iter_mut().zip(self.sources.iter_mut()) {
+            while let Some((x, k)) = *head {
+                if x != v {
+                    break;
+                }
+                rows += k;
+                *head = source.next();
+            }
+        }
+        Some((v, rows))
+    }
+}
+
+/// One class's scores as ascending (score, rows): its sorted parts and its tally.
+fn class_runs<'a>(parts: &'a [&'a [f64]], tally: &'a Tally) -> MergedRuns<'a> {
+    let mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>> = parts
+        .iter()
+        .map(|p| Box::new(runs_of(p)) as Box<dyn Iterator<Item = (f64, u64)>>)
+        .collect();
+    sources.push(Box::new(tally.runs()));
+    MergedRuns::new(sources)
+}
+
+/// Sweeps the distinct scores of both classes in step, calling `f(neg_below, neg_equal,
+/// pos_below, pos_equal)` at each (the counts of rows below and equal to the score).
+fn sweep(
+    neg: impl Iterator<Item = (f64, u64)>,
+    pos: impl Iterator<Item = (f64, u64)>,
+    mut f: impl FnMut(u64, u64, u64, u64),
+) {
+    let (mut neg, mut pos) = (neg.peekable(), pos.peekable());
+    let (mut neg_below, mut pos_below) = (0u64, 0u64);
+    loop {
+        let v = match (neg.peek(), pos.peek()) {
+            (Some(a), Some(b)) => a.0.min(b.0),
+            (Some(a), None) => a.0,
+            (None, Some(b)) => b.0,
+            (None, None) => return,
+        };
+        let n_eq = neg.next_if(|x| x.0 == v).map_or(0, |x| x.1);
+        let p_eq = pos.next_if(|x| x.0 == v).map_or(0, |x| x.1);
+        f(neg_below, n_eq, pos_below, p_eq);
+        neg_below += n_eq;
+        pos_below += p_eq;
+    }
+}
+
+/// DeLong's (θ, se) of a group's rows and tallies; None with one class, se None when a
+/// class has one row.
+fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> {
+    let [negs, poss] = rows.sorted_parts();
+    let runs = |c: usize| {
+        let parts = if c == 0 { &negs } else { &poss };
+        class_runs(parts, &tally[c])
+    };
+    let n: u64 = runs(0).map(|r| r.1).sum();
+    let m: u64 = runs(1).map(|r| r.1).sum();
+    if n == 0 || m == 0 {
+        return None;
+    }
+    let mut num2: u128 = 0;
+    sweep(runs(0), runs(1), |nb, ne, _, pe| {
+        num2 += pe as u128 * (2 * nb + ne) as u128;
+    });
+    let theta = num2 as f64 / (2 * n as u128 * m as u128) as f64;
+    if n < 2 || m < 2 {
+        return Some((theta, None));
+    }
+    let (nf, mf) = (n as f64, m as f64);
+    let (mut s10, mut s01) = (0.0, 0.0);
+    sweep(runs(0), runs(1), |nb, ne, pb, pe| {
+        if pe > 0 {
+            let v10 = (2 * nb + ne) as f64 / (2.0 * nf) - theta;
+            s10 += pe as f64 * v10 * v10;
+        }
+        if ne > 0 {
+            let above = m - pb - pe;
+            let v01 = (2 * above + pe) as f64 / (2.0 * mf) - theta;
+            s01 += ne as f64 * v01 * v01;
+        }
+    });
+    let var = s10 / (mf - 1.0) / mf + s01 / (nf - 1.0) / nf;
+    Some((theta, Some(var.max(0.0).sqrt())))
+}
+
+impl Kernel for AucIntervalKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            auc: self.auc.empty()?,
+            z: self.z,
+        })
+    }
+    fn resize(&mut self, n: usize) {
+        self.auc.resize(n)
+    }
+    fn num_groups(&self) -> usize {
+        self.auc.num_groups()
+    }
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        // The level (a constant) is not a data column of auc's kernel.
+        self.auc.update(&values[..2], groups, filter)
+    }
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.auc.merge(states, groups)
+    }
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.auc.state(range)
+    }
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.auc.take_state(range)
+    }
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let z = self.z;
+        let rows: Vec<Option<[Option<f64>; 3]>> = range
+            .map(|g| {
+                let (theta, se) = delong_of(&mut self.auc.store.groups[g], &self.auc.tallies[g])?;
+                let lower = se.map(|se| (theta - z * se).max(0.0));
+                let upper = se.map(|se| (theta + z * se).min(1.0));
+                Some([Some(theta), lower, upper])
+            })
+            .collect();
+        struct_column(&INTERVAL_FIELDS, &rows)
+    }
+    fn drain(&mut self, n: usize) {
+        self.auc.drain(n)
+    }
+    fn size(&self) -> usize {
+        self.auc.size()
+    }
+    fn native_labels(&self) -> bool {
+        true
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// auc_test
+
+const TEST_FIELDS: [&str; 6] = ["auc_a", "auc_b", "diff", "se", "z", "p_value"];
+const TEST_STATE: [&str; 4] = ["neg_a", "neg_b", "pos_a", "pos_b"];
+
+/// `auc_test(p_a, p_b, y)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct AucTest {
+    signature: Signature,
+}
+
+impl Default for AucTest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AucTest {
+    pub fn new() -> Self {
+        Self {
+            signature: TEST.signature(),
+        }
+    }
+
+    fn shape(&self) -> CallShape {
+        TEST
+    }
+
+    fn kernel(&self, _args: &AccumulatorArgs) -> Result<PairKernel> {
+        Ok(PairKernel {
+            groups: vec![],
+            bytes: 0,
+        })
+    }
+}
+
+impl AggregateUDFImpl for AucTest {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        TEST.coerce(arg_types)?;
+        Ok(DataType::Struct(f64_fields(&TEST_FIELDS)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(TEST_STATE
+            .iter()
+            .map(|s| {
+                Arc::new(Field::new(
+                    format_state_name(args.name, s),
+                    f64_list_type(),
+                    true,
+                ))
+            })
+            .collect())
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: OnceLock<Documentation> = OnceLock::new();
+        Some(DOC.get_or_init(|| {
+            Documentation::builder(
+                section(),
+                "DeLong's paired test of two models' AUC on the same rows, as R pROC's \
+`roc.test(method = \"delong\", paired = TRUE)` (with `direction = \"<\"`): `diff = auc_a − auc_b`, \
+`se² = Var(auc_a) + Var(auc_b) − 2 Cov(auc_a, auc_b)` from the rows' placements under both models (Sun & Xu's \
+algorithm), `z = diff / se` and the two-sided `p_value = 2Φ(−|z|)`; a model against itself gives z = 0 and \
+p_value = 1 (pROC's rule for diff = se = 0). Ties count one half, as in `auc`. Returns \
+`{auc_a, auc_b, diff, se, z, p_value}`; NULL when only one class is present; `se`, `z`, `p_value` NULL when a \
+class has a single row. Rows with a NULL `p_a`, `p_b` or `y` are skipped. Keeps both scores of every row \
+(16 bytes a row).",
+                TEST.usage(),
+            )
+            .with_sql_example(
+                r#"```sql
+> SELECT r['auc_a'] AS auc_a, r['auc_b'] AS auc_b, r['z'] AS z, r['p_value'] AS p_value
+  FROM (SELECT auc_test(p, p, y) AS r FROM (VALUES (0.1, 0), (0.4, 1), (0.5, 0), (0.8, 1)) AS t(p, y));
++-------+-------+-----+---------+
+| auc_a | auc_b | z   | p_value |
++-------+-------+-----+---------+
+| 0.75  | 0.75  | 0.0 | 1.0     |
++-------+-------+-----+---------+
+```"#,
+            )
+            .with_argument("p_a", "Model A's predicted probability in [0, 1].")
+            .with_argument("p_b", "Model B's predicted probability in [0, 1].")
+            .with_argument("y", "Observed label: Boolean or a number 0/1.")
+            .build()
+        }))
+    }
+}
+
+/// Per group, per class (0 negatives, 1 positives), the rows' two scores.
+type Pairs = [Vec<[f64; 2]>; 2];
+
+#[derive(Debug)]
+struct PairKernel {
+    groups: Vec<Pairs>,
+    bytes: usize,
+}
+
+fn pairs_bytes(p: &Pairs) -> usize {
+    (p[0].capacity() + p[1].capacity()) * size_of::<[f64; 2]>()
+}
+
+/// Rows of `sorted` (ascending by score `j`) below and equal to `v`.
+fn below_equal(sorted: &[[f64; 2]], j: usize, v: f64) -> (u64, u64) {
+    let lo = sorted.partition_point(|r| r[j] < v);
+    let hi = lo + sorted[lo..].partition_point(|r| r[j] <= v);
+    (lo as u64, (hi - lo) as u64)
+}
+
+/// Twice each row of `rows`' placement count under score `j` against `other` (sorted by
+/// score `j`): `2·below + equal` for a positive against the negatives, `2·above + equal`
+/// for a negative against the positives.
+fn counts2<'a>(
+    rows: &'a [[f64; 2]],
+    other: &'a [[f64; 2]],
+    j: usize,
+    positive: bool,
+) -> impl Iterator<Item = u64> + 'a {
+    let total = other.len() as u64;
+    rows.iter().map(move |r| {
+        let (below, equal) = below_equal(other, j, r[j]);
+        if positive {
+            2 * below + equal
+        } else {
+            2 * (total - below - equal) + equal
+        }
+    })
+}
+
+fn sort_by_score(rows: &mut [[f64; 2]], j: usize) {
+    rows.sort_unstable_by(|a, b| a[j].total_cmp(&b[j]));
+}
+
+/// The sums of products of the centred placements of `rows` (positives when `positive`)
+/// under both scores: [Σ a², Σ a·b, Σ b²]. Sorts `other` by each score in turn; `scratch`
+/// holds the first score's placements meanwhile.
+fn placement_sums(
+    rows: &[[f64; 2]],
+    other: &mut [[f64; 2]],
+    positive: bool,
+    theta: [f64; 2],
+    scratch: &mut Vec<f64>,
+) -> [f64; 3] {
+    let denom = 2.0 * other.len() as f64;
+    sort_by_score(other, 0);
+    scratch.clear();
+    scratch.extend(counts2(rows, other, 0, positive).map(|k| k as f64 / denom - theta[0]));
+    sort_by_score(other, 1);
+    let mut s = [0.0; 3];
+    for (a, k) in scratch.iter().zip(counts2(rows, other, 1, positive)) {
+        let b = k as f64 / denom - theta[1];
+        s[0] += a * a;
+        s[1] += a * b;
+        s[2] += b * b;
+    }
+    s
+}
+
+/// DeLong's paired test of a group: [auc_a, auc_b, diff, se, z, p_value].
+fn paired_test(pairs: &mut Pairs) -> Option<[Option<f64>; 6]> {
+    let [neg, pos] = pairs;
+    let (n, m) = (neg.len(), pos.len());
+    if n == 0 || m == 0 {
+        return None;
+    }
+    // θ as `auc` counts it: Σ over positives of 2·below + equal, exact integers.
+    let theta: [f64; 2] = std::array::from_fn(|j| {
+        sort_by_score(neg, j);
+        let num2: u128 = counts2(pos, neg, j, true).map(u128::from).sum();
+        num2 as f64 / (2 * n as u128 * m as u128) as f64
+    });
+    let diff = theta[0] - theta[1];
+    if n < 2 || m < 2 {
+        return Some([Some(theta[0]), Some(theta[1]), Some(diff), None, None, None]);
+    }
+    let mut scratch = Vec::with_capacity(n.max(m));
+    let s10 = placement_sums(pos, neg, true, theta, &mut scratch);
+    let s01 = placement_sums(neg, pos, false, theta, &mut scratch);
+    let (nf, mf) = (n as f64, m as f64);
+    let s: [f64; 3] = std::array::from_fn(|k| s10[k] / (mf - 1.0) / mf + s01[k] / (nf - 1.0) / nf);
+    let var = s[0] + s[2] - 2.0 * s[1];
+    let se = var.max(0.0).sqrt();
+    // pROC: no difference and no variance of the difference is z = 0.
+    let z = if diff == 0.0 && se == 0.0 {
+        0.0
+    } else {
+        diff / se
+    };
+    Some([
+        Some(theta[0]),
+        Some(theta[1]),
+        Some(diff),
+        Some(se),
+        Some(z),
+        Some(two_sided_p(z)),
+    ])
+}
+
+impl Kernel for PairKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            groups: vec![],
+            bytes: 0,
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.groups.len() < n {
+            self.groups.resize_with(n, Default::default);
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        let func = TEST.name;
+        let (a, b) = (f64s(&values[0]).values(), f64s(&values[1]).values());
+        let y = f64_labels(&values[2])?;
+        let mask = usable_rows(&[&values[0], &values[1], &values[2]], filter);
+        let one_group = self.groups.len() == 1;
+        for_each_row(a.len(), &mask, |i| {
+            let pa = check_p(func, "p_a", a[i])?;
+            let pb = check_p(func, "p_b", b[i])?;
+            let c = (check_y(func, y[i])? == 1.0) as usize;
+            let g = if one_group { 0 } else { groups[i] };
+            let rows = &mut self.groups[g][c];
+            let before = rows.capacity();
+            rows.push([pa, pb]);
+            self.bytes += (rows.capacity() - before) * size_of::<[f64; 2]>();
+            Ok(())
+        })
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        if states.len() != 4 {
+            return internal_err!("auc_test: malformed partial state");
+        }
+        let parts: Vec<(&[i32], &[f64])> = states.iter().map(list_parts).collect();
+        for (r, &g) in groups.iter().enumerate() {
+            for c in 0..2 {
+                let (oa, va) = parts[2 * c];
+                let (ob, vb) = parts[2 * c + 1];
+                let (sa, sb) = (
+                    oa[r] as usize..oa[r + 1] as usize,
+                    ob[r] as usize..ob[r + 1] as usize,
+                );
+                if sa.len() != sb.len() {
+                    return internal_err!("auc_test: malformed partial state");
+                }
+                let rows = &mut self.groups[g][c];
+                let before = rows.capacity();
+                rows.extend(va[sa].iter().zip(&vb[sb]).map(|(&a, &b)| [a, b]));
+                self.bytes += (rows.capacity() - before) * size_of::<[f64; 2]>();
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let groups = &self.groups[range];
+        Ok((0..4)
+            .map(|k| -> ArrayRef {
+                let (c, j) = (k / 2, k % 2);
+                let offsets = OffsetBuffer::from_lengths(groups.iter().map(|p| p[c].len()));
+                let values: Float64Array = groups
+                    .iter()
+                    .flat_map(|p| p[c].iter().map(|r| r[j]))
+                    .collect();
+                list_array(offsets, Arc::new(values))
+            })
+            .collect())
+    }
+
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let out = self.state(range.clone())?;
+        for p in &mut self.groups[range] {
+            self.bytes = self.bytes.saturating_sub(pairs_bytes(p));
+            *p = Default::default();
+        }
+        Ok(out)
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let rows: Vec<Option<[Option<f64>; 6]>> =
+            self.groups[range].iter_mut().map(paired_test).collect();
+        struct_column(&TEST_FIELDS, &rows)
+    }
+
+    fn drain(&mut self, n: usize) {
+        for p in self.groups.drain(..n) {
+            self.bytes = self.bytes.saturating_sub(pairs_bytes(&p));
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.bytes + self.groups.capacity() * size_of::<Pairs>()
+    }
+
+    fn native_labels(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Identical scores: diff and se exactly 0, so z = 0 and p = 1 (pROC's rule), and θ is
+    /// the Mann–Whitney count by hand.
+    #[test]
+    fn a_model_against_itself_has_no_difference() {
+        let mut pairs: Pairs = [
+            vec![[0.1, 0.1], [0.4, 0.4], [0.3, 0.3]],
+            vec![[0.35, 0.35], [0.8, 0.8], [0.4, 0.4]],
+        ];
+        let r = paired_test(&mut pairs).unwrap();
+        assert_eq!(r[2], Some(0.0));
+        assert_eq!(r[3], Some(0.0));
+        assert_eq!(r[4], Some(0.0));
+        assert_eq!(r[5], Some(1.0));
+        // θ: positives 0.35 (above 0.1, 0.3), 0.8 (above all 3), 0.4 (above 2, ties 1).
+        assert_eq!(r[0], Some((2.0 + 3.0 + 2.5) / 9.0));
+    }
+}
+
+impl crate::registry::Shaped for AucInterval {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(INTERVAL)
+    }
+}
+
+impl crate::registry::Shaped for AucTest {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(TEST)
+    }
+}
