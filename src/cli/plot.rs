@@ -9,16 +9,16 @@ use datafusion::prelude::SessionContext;
 
 use calibsql::plot;
 
-use super::args::{MetricArgs, PlotStrategy, ReliabilityArgs};
+use super::args::{MetricArgs, PlotStrategy, QueryArgs, ReliabilityArgs};
 use super::options::{Options, UsageError};
 
 /// Draws the diagram of `args`.
 pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::Result<()> {
     check_svg(&args.output)?;
-    let sql = read_sql(args.command.as_deref(), args.file.as_deref(), "reliability")?;
+    let sql = read_sql(&args.query, "plot reliability")?;
     let options = Options {
-        tables: args.tables.clone(),
-        table_format: args.table_format,
+        tables: args.query.tables.clone(),
+        table_format: args.query.table_format,
         ..options.clone()
     };
     let ctx = context(&options).await?;
@@ -53,7 +53,7 @@ pub async fn reliability(args: &ReliabilityArgs, options: &Options) -> anyhow::R
 pub async fn metric(args: &MetricArgs, options: &Options) -> anyhow::Result<()> {
     check_svg(&args.output)?;
     let mut sql = match &args.file {
-        Some(path) => read_sql(None, Some(path), "metric")?,
+        Some(path) => read_file(path)?,
         None => String::new(),
     };
     if let Some(command) = &args.command {
@@ -104,26 +104,25 @@ fn check_svg(output: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The SQL of `-c` or `-f` (`-` reads standard input).
-fn read_sql(
-    command: Option<&str>,
-    file: Option<&std::path::Path>,
-    what: &str,
-) -> anyhow::Result<String> {
-    Ok(match (command, file) {
-        (Some(sql), _) => sql.to_string(),
-        (None, Some(path)) if path.as_os_str() == "-" => {
-            let mut sql = String::new();
-            io::Read::read_to_string(&mut io::stdin(), &mut sql)
-                .context("cannot read standard input")?;
-            sql
-        }
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        (None, None) => {
-            return Err(UsageError(format!("plot {what} needs -c SQL or -f FILE")).into())
-        }
-    })
+/// The SQL of `-c` or `-f` (`-` reads standard input); `what` names the tool in the error.
+pub(super) fn read_sql(query: &QueryArgs, what: &str) -> anyhow::Result<String> {
+    match (&query.command, &query.file) {
+        (Some(sql), _) => Ok(sql.clone()),
+        (None, Some(path)) => read_file(path),
+        (None, None) => Err(UsageError(format!("{what} needs -c SQL or -f FILE")).into()),
+    }
+}
+
+/// The SQL in `path` (`-`: standard input).
+fn read_file(path: &std::path::Path) -> anyhow::Result<String> {
+    if path.as_os_str() == "-" {
+        let mut sql = String::new();
+        io::Read::read_to_string(&mut io::stdin(), &mut sql)
+            .context("cannot read standard input")?;
+        Ok(sql)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    }
 }
 
 /// A session as `calibsql` builds it, with `options.tables` registered.
