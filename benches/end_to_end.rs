@@ -313,8 +313,7 @@ async fn main() {
 
 /// The calibration report's query over the realistic file: one field and a day column (30
 /// buckets of p's low digits, so every day has rows of every site).
-const REPORT_SQL: &str =
-    "SELECT p, y, site, CAST(floor(p * 1e9) AS BIGINT) % 30 AS day FROM t";
+const REPORT_SQL: &str = "SELECT p, y, site, CAST(floor(p * 1e9) AS BIGINT) % 30 AS day FROM t";
 
 /// The calibration report (`calibsql::report`, page included) on the realistic file with one
 /// field and a day column, against one `ece(p, y)` query (target: at most 10×), alternating
@@ -371,7 +370,9 @@ async fn report(rows: usize, runs: Runs) {
     let out = tempfile::TempDir::new().unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_calibsql"))
         .env("CALIBSQL_PEAK_RSS", "1")
-        .args(["report", "-q", "--field", "site", "-c", REPORT_SQL, "--table"])
+        .args([
+            "report", "-q", "--field", "site", "-c", REPORT_SQL, "--table",
+        ])
         .arg(format!("t={}", path.display()))
         .arg("-o")
         .arg(out.path().join("report.html"))

@@ -353,7 +353,9 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
     let report = |remote: bool, name: &str| -> serde_json::Value {
         let json = data.path().join(format!("{name}.json"));
         let html = data.path().join(format!("{name}.html"));
-        let mut args = vec!["report", "-q", "-t", &table, "-c", report_sql, "--field", "site_id"];
+        let mut args = vec![
+            "report", "-q", "-t", &table, "-c", report_sql, "--field", "site_id",
+        ];
         if remote {
             args.extend(["--remote", &url]);
         }
@@ -366,12 +368,29 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
     let (l, r) = (&local_report["models"][0], &remote_report["models"][0]);
     assert_eq!(l["rows"], r["rows"]);
     assert_eq!(l["reliability"].as_array().unwrap().len(), 15);
-    for key in ["ece", "ece_quantile", "mce", "logloss", "auc", "brier", "ratio"] {
+    for key in [
+        "ece",
+        "ece_quantile",
+        "mce",
+        "logloss",
+        "auc",
+        "brier",
+        "ratio",
+    ] {
         let (a, b) = (l[key].as_f64().unwrap(), r[key].as_f64().unwrap());
-        assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{key}: {a} vs {b}");
+        assert!(
+            (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+            "{key}: {a} vs {b}"
+        );
     }
-    assert_eq!(l["daily"].as_array().unwrap().len(), r["daily"].as_array().unwrap().len());
-    assert_eq!(l["segments"][0]["segments"][0]["value"], r["segments"][0]["segments"][0]["value"]);
+    assert_eq!(
+        l["daily"].as_array().unwrap().len(),
+        r["daily"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        l["segments"][0]["segments"][0]["value"],
+        r["segments"][0]["segments"][0]["value"]
+    );
 
     // Over S3: the scheduler and the executors read the bucket with the AWS environment
     // (they were started with it, no endpoint), the client with its flags. Executors were

@@ -192,7 +192,9 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
     );
     let report_options = calibsql::report::ReportOptions {
         fields: REPORT_FIELDS.iter().map(|f| f.to_string()).collect(),
-        title: Some("calibsql demo: a CTR model drifting from day 10, and a raw ranker".to_string()),
+        title: Some(
+            "calibsql demo: a CTR model drifting from day 10, and a raw ranker".to_string(),
+        ),
         source: vec![format!("test={}", drift.test_dir.display())],
         ..Default::default()
     };

@@ -13,7 +13,10 @@ use super::plot::{context, read_sql};
 
 /// Computes the report of `args` and writes it.
 pub async fn run(args: &ReportArgs, options: &Options) -> anyhow::Result<()> {
-    for (path, extensions) in [(Some(&args.output), ["html", "htm"]), (args.json.as_ref(), ["json", "json"])] {
+    for (path, extensions) in [
+        (Some(&args.output), ["html", "htm"]),
+        (args.json.as_ref(), ["json", "json"]),
+    ] {
         let Some(path) = path else { continue };
         let ok = path
             .extension()
@@ -22,7 +25,11 @@ pub async fn run(args: &ReportArgs, options: &Options) -> anyhow::Result<()> {
         if !ok {
             return Err(UsageError(format!(
                 "{} {}: name the file FILE.{}",
-                if extensions[0] == "html" { "-o" } else { "--json" },
+                if extensions[0] == "html" {
+                    "-o"
+                } else {
+                    "--json"
+                },
                 path.display(),
                 extensions[0]
             ))

@@ -91,7 +91,10 @@ pub fn reliability_svg(
     } else {
         match strategy {
             Strategy::Uniform => (0.0, 1.0),
-            Strategy::Quantile => (0.0, nice_upper(1.05 * values.iter().copied().fold(0.0, f64::max))),
+            Strategy::Quantile => (
+                0.0,
+                nice_upper(1.05 * values.iter().copied().fold(0.0, f64::max)),
+            ),
         }
     };
     let span = |b: &Bin| -> (f64, f64) {
@@ -163,7 +166,10 @@ fn draw_rates<DB: DrawingBackend>(
             let (l, u) = span(b);
             let (bl, bu) = (b.frac_pos_lower?, b.frac_pos_upper?);
             Some(Rectangle::new(
-                [(l, to_axis(bl).clamp(lo, hi)), (u, to_axis(bu).clamp(lo, hi))],
+                [
+                    (l, to_axis(bl).clamp(lo, hi)),
+                    (u, to_axis(bu).clamp(lo, hi)),
+                ],
                 color(b).mix(0.22).filled(),
             ))
         }))
@@ -172,9 +178,12 @@ fn draw_rates<DB: DrawingBackend>(
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], RATE.mix(0.22).filled()));
     chart
         .draw_series(LineSeries::new(
-            filled
-                .iter()
-                .map(|b| (to_axis(b.mean_p.unwrap_or(0.0)), to_axis(b.frac_pos.unwrap_or(0.0)))),
+            filled.iter().map(|b| {
+                (
+                    to_axis(b.mean_p.unwrap_or(0.0)),
+                    to_axis(b.frac_pos.unwrap_or(0.0)),
+                )
+            }),
             RATE.mix(0.6).stroke_width(1),
         ))
         .map_err(drawing)?;
@@ -249,7 +258,11 @@ fn draw_counts<DB: DrawingBackend>(
     strip
         .draw_series(filled.iter().map(|b| {
             let (l, u) = span(b);
-            let color = if b.count < FEW_ROWS { FEW.mix(0.6) } else { COUNTS.mix(1.0) };
+            let color = if b.count < FEW_ROWS {
+                FEW.mix(0.6)
+            } else {
+                COUNTS.mix(1.0)
+            };
             Rectangle::new([(l, 0.8), (u, b.count as f64)], color.filled())
         }))
         .map_err(drawing)?;
@@ -271,15 +284,31 @@ pub fn over_time_svg(
             let (value, value_7d, lower, upper) = metric(day);
             let x = (i + 1) as f64;
             if let Some(value) = value {
-                daily.push(Point { x, value, lower, upper });
+                daily.push(Point {
+                    x,
+                    value,
+                    lower,
+                    upper,
+                });
             }
             if let Some(value) = value_7d {
-                rolling.push(Point { x, value, lower: None, upper: None });
+                rolling.push(Point {
+                    x,
+                    value,
+                    lower: None,
+                    upper: None,
+                });
             }
         }
         let label = model.label();
-        series.push(Series { name: Some(format!("{label} daily")), points: daily });
-        series.push(Series { name: Some(format!("{label} 7-day")), points: rolling });
+        series.push(Series {
+            name: Some(format!("{label} daily")),
+            points: daily,
+        });
+        series.push(Series {
+            name: Some(format!("{label} 7-day")),
+            points: rolling,
+        });
     }
     series.retain(|s| !s.points.is_empty());
     if series.is_empty() {

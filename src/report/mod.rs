@@ -148,7 +148,13 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
         .prefix(".calibsql-")
         .suffix(".tmp")
         .tempfile_in(dir)
-        .with_context(|| format!("cannot write {}: cannot create a file in {}", path.display(), dir.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot write {}: cannot create a file in {}",
+                path.display(),
+                dir.display()
+            )
+        })?;
     // A new file gets the permissions of the one it replaces, or rw-r--r--, not the
     // temporary file's rw-------.
     #[cfg(unix)]

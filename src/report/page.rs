@@ -78,7 +78,7 @@ document.querySelectorAll("table.sortable th").forEach(function (th, _, all) {
 fn num(value: Option<f64>) -> String {
     match value {
         None => "n/a".to_string(),
-        Some(v) if v == 0.0 => "0".to_string(),
+        Some(0.0) => "0".to_string(),
         Some(v) if v.abs() >= 1e6 => format!("{v:.3e}"),
         Some(v) if v.abs() >= 1e4 => format!("{v:.0}"),
         Some(v) => {
@@ -93,7 +93,7 @@ fn count(value: i64) -> String {
     let text = value.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
-        if i > 0 && (text.len() - i) % 3 == 0 {
+        if i > 0 && (text.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -125,12 +125,17 @@ fn script_json(data: &ReportData) -> anyhow::Result<String> {
         .replace('&', "\\u0026"))
 }
 
+/// Reads one number of a model.
+type Value = Box<dyn Fn(&ModelData) -> Option<f64>>;
+/// Reads an interval (lower, upper) of a model.
+type Interval = Box<dyn Fn(&ModelData) -> (Option<f64>, Option<f64>)>;
+
 /// One row of the headline table: a label and how to read the value (and its interval) from
 /// a model.
 struct HeadlineRow {
     label: String,
-    value: Box<dyn Fn(&ModelData) -> Option<f64>>,
-    interval: Option<Box<dyn Fn(&ModelData) -> (Option<f64>, Option<f64>)>>,
+    value: Value,
+    interval: Option<Interval>,
 }
 
 /// The rows of the headline table, in order. A new metric (a column of the headline query)

@@ -64,7 +64,10 @@ pub async fn compute(
         sql: count_sql,
     });
     let row = Rows::new(&counts);
-    let (rows, rows_dropped) = (row.i64("rows", 0).unwrap_or(0), row.i64("dropped", 0).unwrap_or(0));
+    let (rows, rows_dropped) = (
+        row.i64("rows", 0).unwrap_or(0),
+        row.i64("dropped", 0).unwrap_or(0),
+    );
     let generated_at = row.string("generated_at", 0);
     if rows == 0 {
         notes.push("The query returned no rows: nothing could be computed.".to_string());
@@ -121,7 +124,11 @@ pub async fn compute(
         .iter()
         .map(|m| m.weight)
         .try_fold(0.0, |sum, w| w.map(|w| sum + w));
-    let time_range = if columns.day { time_range(&headline) } else { None };
+    let time_range = if columns.day {
+        time_range(&headline)
+    } else {
+        None
+    };
     if !columns.model {
         for model in &mut models {
             model.model = None;
@@ -163,7 +170,10 @@ async fn prepare(ctx: &SessionContext, sql: &str) -> anyhow::Result<String> {
         .pop()
         .ok_or_else(|| anyhow!("report: no SQL statement; give a query returning p and y"))?;
     for statement in statements {
-        crate::plan_statement(ctx, statement).await?.collect().await?;
+        crate::plan_statement(ctx, statement)
+            .await?
+            .collect()
+            .await?;
     }
     match &last {
         Statement::Statement(statement) if matches!(**statement, SqlStatement::Query(_)) => {
@@ -242,7 +252,11 @@ impl Plan {
             Ok(_) => "day".to_string(),
             Err(_) => "CAST(NULL AS INT) AS day".to_string(),
         };
-        let w = if columns.w { "CAST(w AS DOUBLE)" } else { "1.0" };
+        let w = if columns.w {
+            "CAST(w AS DOUBLE)"
+        } else {
+            "1.0"
+        };
         let mut select = vec![
             "CAST(p AS DOUBLE) AS p".to_string(),
             "CAST(y AS DOUBLE) AS y".to_string(),
@@ -259,10 +273,7 @@ impl Plan {
         } else {
             "p IS NOT NULL AND y IS NOT NULL AND NOT isnan(CAST(p AS DOUBLE))"
         };
-        let input = format!(
-            "SELECT {} FROM source WHERE {usable}",
-            select.join(", ")
-        );
+        let input = format!("SELECT {} FROM source WHERE {usable}", select.join(", "));
         let prefix = format!("WITH source AS ({source}),\ninput AS ({input})\n");
         Plan {
             prefix,
@@ -589,8 +600,12 @@ fn read_models(batches: &[RecordBatch], options: &ReportOptions) -> anyhow::Resu
 
 fn time_range(headline: &[RecordBatch]) -> Option<(String, String)> {
     let rows = Rows::new(headline);
-    let first = (0..rows.len()).filter_map(|r| rows.string("first_day", r)).min();
-    let last = (0..rows.len()).filter_map(|r| rows.string("last_day", r)).max();
+    let first = (0..rows.len())
+        .filter_map(|r| rows.string("first_day", r))
+        .min();
+    let last = (0..rows.len())
+        .filter_map(|r| rows.string("last_day", r))
+        .max();
     first.zip(last)
 }
 

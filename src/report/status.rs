@@ -21,8 +21,8 @@ pub fn of(model: &ModelData) -> Status {
     };
     let mut level = 0;
     let mut reasons = Vec::new();
-    let significant = model.ratio_lower.is_some_and(|l| l > 1.0)
-        || model.ratio_upper.is_some_and(|u| u < 1.0);
+    let significant =
+        model.ratio_lower.is_some_and(|l| l > 1.0) || model.ratio_upper.is_some_and(|u| u < 1.0);
     let off = (ratio - 1.0).abs();
     if significant && off > ALERT_RATIO {
         level = 2;

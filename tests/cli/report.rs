@@ -113,12 +113,19 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stderr: {stderr}");
-    assert!(stderr.contains("Wrote out/report.html (20000 rows, 2 models"), "{stderr}");
+    assert!(
+        stderr.contains("Wrote out/report.html (20000 rows, 2 models"),
+        "{stderr}"
+    );
     let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
     let json: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("out/report.json")).unwrap())
             .unwrap();
-    assert_eq!(embedded_json(&html), json, "the page embeds what --json writes");
+    assert_eq!(
+        embedded_json(&html),
+        json,
+        "the page embeds what --json writes"
+    );
     let models = json["models"].as_array().unwrap();
     assert_eq!(models.len(), 2);
 
@@ -196,7 +203,10 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
         .collect();
     // (Days of 700 rows: the rule flags most drifted days, and none before.)
     assert!(alerts.len() >= 3, "{alerts:?}");
-    assert!(alerts.iter().all(|d| d.parse::<i32>().unwrap() >= 10), "{alerts:?}");
+    assert!(
+        alerts.iter().all(|d| d.parse::<i32>().unwrap() >= 10),
+        "{alerts:?}"
+    );
     assert_ne!(ctr["status"]["level"], "ok");
 
     // Segments: the top 20 and "other" hold every row of the model.
@@ -222,10 +232,17 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
         "segments",
         "appendix",
     ] {
-        assert!(html.contains(&format!("<section id=\"{id}\"")) || html.contains(&format!("<header id=\"{id}\"")), "{id}");
+        assert!(
+            html.contains(&format!("<section id=\"{id}\""))
+                || html.contains(&format!("<header id=\"{id}\"")),
+            "{id}"
+        );
     }
     assert_eq!(html.matches("<svg").count(), 5);
-    assert!(!html.contains("http://") || html.matches("http://").count() == html.matches("http://www.w3.org").count());
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").count() == html.matches("http://www.w3.org").count()
+    );
     assert!(!html.contains("https://"));
     assert!(html.contains("Content-Security-Policy"));
 }
@@ -254,13 +271,20 @@ fn report_escapes_user_data() {
     let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
     assert!(!html.contains(xss), "unescaped user data");
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
-    assert_eq!(html.matches("<script").count(), 2, "only the data and the sorting script");
+    assert_eq!(
+        html.matches("<script").count(),
+        2,
+        "only the data and the sorting script"
+    );
     // The value is intact in the data.
     let json = embedded_json(&html);
     assert_eq!(json["title"], xss);
     // Models in sorted order: '<' sorts before 'm'.
     assert_eq!(json["models"][0]["model"], xss);
-    assert_eq!(json["models"][0]["segments"][0]["segments"][0]["value"], xss);
+    assert_eq!(
+        json["models"][0]["segments"][0]["segments"][0]["value"],
+        xss
+    );
 }
 
 #[test]
@@ -304,7 +328,10 @@ fn report_says_what_it_could_not_compute() {
         embedded_json(&html);
     }
     let json = embedded_json(&std::fs::read_to_string(dir.path().join("nulls.html")).unwrap());
-    assert_eq!((json["rows"].as_i64(), json["rows_dropped"].as_i64()), (Some(5), Some(3)));
+    assert_eq!(
+        (json["rows"].as_i64(), json["rows_dropped"].as_i64()),
+        (Some(5), Some(3))
+    );
     assert_eq!(json["models"][0]["rows"], 2);
 }
 
@@ -323,8 +350,16 @@ fn report_refuses_bad_input_before_writing() {
             1,
             "--field site: the query returns no column site",
         ),
-        (&["-c", "SELECT 2.5 AS p, 1 AS y"][..], 1, "report: computing"),
-        (&["-c", "CREATE VIEW v AS SELECT 1"][..], 1, "must be a query"),
+        (
+            &["-c", "SELECT 2.5 AS p, 1 AS y"][..],
+            1,
+            "report: computing",
+        ),
+        (
+            &["-c", "CREATE VIEW v AS SELECT 1"][..],
+            1,
+            "must be a query",
+        ),
     ] {
         let mut command = calibsql(dir.path());
         command.args(["report", "-o", "r.html"]).args(args);
