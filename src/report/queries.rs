@@ -3,17 +3,22 @@
 //! The user's query (the last statement; earlier ones such as `CREATE VIEW` run first) becomes
 //! the common table expression `source`; `input` renames its columns, casts `y` and `w` to
 //! numbers and leaves out rows whose `p`, `y` or `w` is NULL or NaN. Each section is then one
-//! query, so one scan of the data: the row count, the headline numbers and the reliability
-//! bins of every model, the segments of each `--field`, and the daily states merged into daily
-//! and rolling values. The statements are plain SQL text (no registered views), so they run
-//! the same on a local session and on a Ballista cluster, and the appendix shows them as run.
+//! scan of the data: the row count, the headline numbers and the reliability bins of every
+//! model, the sums per value of each `--field`, and the daily sums and states. The scans are
+//! plain SQL text (no registered views) and shallow plans, so they run the same on a local
+//! session and on a Ballista cluster. What follows a scan (ranking and pooling the segments,
+//! merging the daily states over rolling windows, the drift rule) is SQL too, run on a local
+//! session over the scan's grouped result: a few rows per model and value or day. The
+//! appendix shows every statement as run.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, Schema};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
+use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
@@ -91,26 +96,39 @@ pub async fn compute(
     });
     let mut models = read_models(&headline, options)?;
 
+    // Segments and days: the scan groups by value or day on the session (local or remote);
+    // ranking, pooling, rolling windows and the drift rule run locally over its small result.
+    let segments_sql = plan.segments_sql();
     for (k, field) in options.fields.iter().enumerate() {
-        let segments_sql = plan.segments_sql(field);
-        let batches = run(
-            ctx,
-            &plan.with_input(&segments_sql),
-            &format!("the segments of --field {field}"),
-        )
-        .await?;
+        let scan_sql = plan.field_values_sql(k);
+        let what = format!("the segments of --field {field}");
+        let values = run_with_schema(ctx, &plan.with_input(&scan_sql), &what).await?;
+        let batches = run_over(values, "field_values", &segments_sql, &what).await?;
         queries.push(Query {
-            section: format!("segments of {field}"),
-            sql: segments_sql,
+            section: format!("segments of {field}: field_values"),
+            sql: scan_sql,
         });
         read_segments(&batches, field, k, &mut models)?;
     }
+    if !options.fields.is_empty() {
+        queries.push(Query {
+            section: "segments, over field_values".to_string(),
+            sql: segments_sql,
+        });
+    }
 
     if columns.day {
+        let scan_sql = plan.daily_states_sql();
         let daily_sql = plan.daily_sql();
-        let batches = run(ctx, &plan.with_input(&daily_sql), "the daily values").await?;
+        let what = "the daily values";
+        let states = run_with_schema(ctx, &plan.with_input(&scan_sql), what).await?;
+        let batches = run_over(states, "daily", &daily_sql, what).await?;
         queries.push(Query {
-            section: "over time".to_string(),
+            section: "over time: daily".to_string(),
+            sql: scan_sql,
+        });
+        queries.push(Query {
+            section: "over time, over daily".to_string(),
             sql: daily_sql,
         });
         read_daily(&batches, &mut models)?;
@@ -353,48 +371,60 @@ impl Plan {
         )
     }
 
-    /// One field's values per model, the top [`TOP_SEGMENTS`] by weight × |ratio − 1| (values
-    /// without a positive, whose ratio is undefined, last, heaviest first) and the rest pooled,
-    /// with the ratio's Wilson interval.
-    fn segments_sql(&self, field: &str) -> String {
-        let k = self
-            .fields
-            .iter()
-            .position(|f| f == field)
-            .unwrap_or_default();
+    /// One field's sums per model and value: the scan of the segments section. Its result
+    /// (one row per value) is the table `field_values` of [`Plan::segments_sql`].
+    fn field_values_sql(&self, k: usize) -> String {
         format!(
-            "SELECT model, value, other, n_values, rows, weight,\n  \
-             sum_p / NULLIF(sum_y, 0) AS ratio,\n  \
-             (sum_p / weight) / rate_ci['upper'] AS ratio_lower,\n  \
-             (sum_p / weight) / NULLIF(rate_ci['lower'], 0) AS ratio_upper,\n  \
-             distinct_values\n\
-             FROM (SELECT *, wilson_interval(sum_y / weight, weight * weight / sum_w2, {Z}) AS rate_ci\n\
-             FROM (SELECT model, CASE WHEN rank <= {TOP_SEGMENTS} THEN value END AS value,\n  \
-               rank > {TOP_SEGMENTS} AS other, min(rank) AS first_rank, count(*) AS n_values,\n  \
-               sum(rows) AS rows, sum(weight) AS weight, sum(sum_p) AS sum_p,\n  \
-               sum(sum_y) AS sum_y, sum(sum_w2) AS sum_w2, max(distinct_values) AS distinct_values\n\
-             FROM (SELECT *, row_number() OVER (PARTITION BY model ORDER BY\n    \
-                 CASE WHEN sum_y > 0 THEN weight * abs(sum_p / sum_y - 1) END DESC NULLS LAST,\n      \
-                 weight DESC, value) AS rank,\n    \
+            "SELECT model, CAST(f{k} AS VARCHAR) AS value, count(*) AS rows, sum(w) AS weight,\n  \
+             sum(w * p) AS sum_p, sum(w * y) AS sum_y, sum(w * w) AS sum_w2\n\
+             FROM input GROUP BY model, f{k}"
+        )
+    }
+
+    /// Over `field_values`: per model, the top [`TOP_SEGMENTS`] values by weight × |ratio − 1|
+    /// (values without a positive, whose ratio is undefined, last, heaviest first) and the
+    /// rest pooled, with the ratio's Wilson interval.
+    fn segments_sql(&self) -> String {
+        let rate = "sum(sum_y) / sum(weight), sum(weight) * sum(weight) / sum(sum_w2)";
+        format!(
+            "SELECT model, CASE WHEN rank <= {TOP_SEGMENTS} THEN value END AS value,\n  \
+             rank > {TOP_SEGMENTS} AS other, min(rank) AS first_rank, count(*) AS n_values,\n  \
+             sum(rows) AS rows, sum(weight) AS weight,\n  \
+             sum(sum_p) / NULLIF(sum(sum_y), 0) AS ratio,\n  \
+             (sum(sum_p) / sum(weight)) / wilson_interval({rate}, {Z})['upper'] AS ratio_lower,\n  \
+             (sum(sum_p) / sum(weight)) / NULLIF(wilson_interval({rate}, {Z})['lower'], 0) AS ratio_upper,\n  \
+             max(distinct_values) AS distinct_values\n\
+             FROM (SELECT *, row_number() OVER (PARTITION BY model ORDER BY\n      \
+                   CASE WHEN sum_y > 0 THEN weight * abs(sum_p / sum_y - 1) END DESC NULLS LAST,\n      \
+                   weight DESC, value) AS rank,\n    \
                  count(*) OVER (PARTITION BY model) AS distinct_values\n  \
-               FROM (SELECT model, CAST(f{k} AS VARCHAR) AS value, count(*) AS rows,\n      \
-                   sum(w) AS weight, sum(w * p) AS sum_p, sum(w * y) AS sum_y, sum(w * w) AS sum_w2\n    \
-                 FROM input GROUP BY model, f{k}) AS g) AS r\n\
-             GROUP BY model, CASE WHEN rank <= {TOP_SEGMENTS} THEN value END, rank > {TOP_SEGMENTS}) AS t\n\
-             WHERE weight > 0) AS s\n\
+               FROM field_values) AS r\n\
+             GROUP BY model, CASE WHEN rank <= {TOP_SEGMENTS} THEN value END, rank > {TOP_SEGMENTS}\n\
+             HAVING sum(weight) > 0\n\
              ORDER BY model, other, first_rank"
         )
     }
 
-    /// Daily states per model, merged into daily and 7-day rolling values; the drift band of
-    /// sql/monitoring.sql (mean ± 3 standard deviations of the first `reference_days` days).
-    fn daily_sql(&self) -> String {
-        let (bins, w, reference) = (self.bins, self.w, self.reference_days);
+    /// Daily sums and states per model: the scan of the over-time section. Its result (one row
+    /// per model and day) is the table `daily` of [`Plan::daily_sql`].
+    fn daily_states_sql(&self) -> String {
+        let (bins, w) = (self.bins, self.w);
         let logloss_w = if self.has_w {
             format!(", {LOGLOSS_EPS}, w")
         } else {
             String::new()
         };
+        format!(
+            "SELECT model, day, count(*) AS rows, sum(w * p) AS sum_p, sum(w * y) AS sum_y,\n  \
+             ece_state(p, y, {bins}, 'uniform'{w}) AS ece_s, logloss_state(p, y{logloss_w}) AS ll_s\n\
+             FROM input WHERE day IS NOT NULL GROUP BY model, day"
+        )
+    }
+
+    /// Over `daily`: the states merged into daily and 7-day rolling values; the drift band of
+    /// sql/monitoring.sql (mean ± 3 standard deviations of the first `reference_days` days).
+    fn daily_sql(&self) -> String {
+        let reference = self.reference_days;
         let flag = |metric: &str| {
             format!(
                 "COALESCE(m.{metric} NOT BETWEEN r.{metric}_mean - 3 * r.{metric}_sd \
@@ -408,10 +438,7 @@ impl Plan {
             )
         };
         format!(
-            ", daily AS (SELECT model, day, count(*) AS rows, sum(w * p) AS sum_p, sum(w * y) AS sum_y,\n  \
-               ece_state(p, y, {bins}, 'uniform'{w}) AS ece_s, logloss_state(p, y{logloss_w}) AS ll_s\n  \
-               FROM input WHERE day IS NOT NULL GROUP BY model, day),\n\
-             m AS (SELECT model, day, rows,\n  \
+            "WITH m AS (SELECT model, day, rows,\n  \
                ece_merge(ece_s) OVER today AS ece, ece_merge(ece_s) OVER week AS ece_7d,\n  \
                sum_p / NULLIF(sum_y, 0) AS ratio,\n  \
                sum(sum_p) OVER week / NULLIF(sum(sum_y) OVER week, 0) AS ratio_7d,\n  \
@@ -439,6 +466,36 @@ impl Plan {
             flag("logloss"),
         )
     }
+}
+
+/// Runs one statement and collects it with its schema (a result of no batch still has one).
+async fn run_with_schema(
+    ctx: &SessionContext,
+    sql: &str,
+    what: &str,
+) -> anyhow::Result<(SchemaRef, Vec<RecordBatch>)> {
+    let frame = crate::sql(ctx, sql)
+        .await
+        .with_context(|| format!("report: computing {what}"))?;
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame
+        .collect()
+        .await
+        .with_context(|| format!("report: computing {what}"))?;
+    Ok((schema, batches))
+}
+
+/// Runs `sql` on a local session over `table`, a scan's grouped result: the windows and
+/// rankings of a section run here, on a few rows, whatever session made them.
+async fn run_over(
+    (schema, batches): (SchemaRef, Vec<RecordBatch>),
+    table: &str,
+    sql: &str,
+    what: &str,
+) -> anyhow::Result<Vec<RecordBatch>> {
+    let ctx = crate::new_context();
+    ctx.register_table(table, Arc::new(MemTable::try_new(schema, vec![batches])?))?;
+    run(&ctx, sql, what).await
 }
 
 /// Runs one statement and collects it; errors say which part of the report failed.
