@@ -32,7 +32,7 @@ const LOGLOSS_EPS: &str = "2.220446049250313e-16";
 const FIELD_RCE_EPS: &str = "0.01";
 /// Normal quantile of the intervals (95%).
 const Z: &str = "1.959963984540054";
-/// Confidence level of [`Z`].
+/// Confidence level of every interval of the report (the normal quantile 1.96).
 pub const LEVEL: f64 = 0.95;
 /// Segments listed per field before the rest is pooled.
 pub const TOP_SEGMENTS: u32 = 20;
