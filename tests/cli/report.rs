@@ -288,6 +288,21 @@ fn report_escapes_user_data() {
 }
 
 #[test]
+fn report_draws_ctr_sized_probabilities_on_log_odds() {
+    let dir = TempDir::new().unwrap();
+    let sql = "SELECT value / 20000.0 AS p, CASE WHEN value % 50 = 0 THEN 1 ELSE 0 END AS y \
+               FROM generate_series(1, 2000)";
+    for (axis, log_odds) in [("auto", true), ("linear", false), ("log-odds", true)] {
+        calibsql(dir.path())
+            .args(["report", "-q", "-o", "r.html", "--axis", axis, "-c", sql])
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+        assert_eq!(html.contains("(log-odds scale)"), log_odds, "--axis {axis}");
+    }
+}
+
+#[test]
 fn report_says_what_it_could_not_compute() {
     let dir = TempDir::new().unwrap();
     for (name, sql, needle) in [
