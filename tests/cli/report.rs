@@ -72,45 +72,26 @@ fn assert_same(got: &Value, want: &Value, what: &str) {
 fn report_json_holds_the_numbers_of_the_sql_functions() {
     let dir = TempDir::new().unwrap();
     generated(dir.path());
-    let output = calibsql(dir.path())
-        .args([
-            "report",
-            "--table",
-            "test=data/test",
-            "-o",
-            "out/report.html",
-            "--json",
-            "out/report.json",
-            "--field",
-            "site_id",
-            "--field",
-            "ad_type",
-            "-c",
-            QUERY,
-        ])
-        .output();
+    let args = [
+        "report",
+        "--table",
+        "test=data/test",
+        "-o",
+        "out/report.html",
+        "--json",
+        "out/report.json",
+        "--field",
+        "site_id",
+        "--field",
+        "ad_type",
+        "-c",
+        QUERY,
+    ];
     // The directory of -o must exist: nothing is created but the files.
-    let output = output.unwrap();
+    let output = calibsql(dir.path()).args(args).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     std::fs::create_dir(dir.path().join("out")).unwrap();
-    let output = calibsql(dir.path())
-        .args([
-            "report",
-            "--table",
-            "test=data/test",
-            "-o",
-            "out/report.html",
-            "--json",
-            "out/report.json",
-            "--field",
-            "site_id",
-            "--field",
-            "ad_type",
-            "-c",
-            QUERY,
-        ])
-        .output()
-        .unwrap();
+    let output = calibsql(dir.path()).args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stderr: {stderr}");
     assert!(
