@@ -25,6 +25,21 @@ class Connection:
     def reliability_svg(
         self, sql: str, bins: int = 15, strategy: str = "uniform", title: Optional[str] = None
     ) -> str: ...
+    def report(
+        self,
+        sql: str,
+        fields: list[str] = ...,
+        bins: int = 15,
+        strategy: str = "uniform",
+        title: Optional[str] = None,
+        reference_days: int = 7,
+        axis: str = "auto",
+    ) -> Report: ...
+
+class Report:
+    def html(self) -> str: ...
+    def json(self) -> str: ...
+    def save(self, path: str) -> None: ...
 
 class Result:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any: ...
