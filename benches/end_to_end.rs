@@ -305,7 +305,86 @@ async fn main() {
         rollup(&ctx, &path, runs).await;
     }
     realistic(rows, runs, &only).await;
+    if only.wants("realistic report") {
+        report(rows, runs).await;
+    }
     every_aggregate(rows, runs, &only).await;
+}
+
+/// The calibration report's query over the realistic file: one field and a day column (30
+/// buckets of p's low digits, so every day has rows of every site).
+const REPORT_SQL: &str = "SELECT p, y, site, CAST(floor(p * 1e9) AS BIGINT) % 30 AS day FROM t";
+
+/// The calibration report (`calibsql::report`, page included) on the realistic file with one
+/// field and a day column, against one `ece(p, y)` query (target: at most 10×), alternating
+/// runs as in [`time_pair`]; then the peak memory of `calibsql report` on it (target: 1 GiB).
+async fn report(rows: usize, runs: Runs) {
+    let path = realistic_path(rows);
+    let ctx = calibsql::new_context();
+    ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let options = calibsql::report::ReportOptions {
+        fields: vec!["site".to_string()],
+        ..Default::default()
+    };
+    let run_report = || async {
+        let started = Instant::now();
+        let report = calibsql::report::compute(&ctx, REPORT_SQL, &options)
+            .await
+            .expect("the report");
+        std::hint::black_box(report.html().expect("the page"));
+        started.elapsed()
+    };
+    let run_ece = || async {
+        let started = Instant::now();
+        ctx.sql("SELECT ece(p, y) FROM t")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        started.elapsed()
+    };
+    run_ece().await;
+    run_report().await;
+    let (mut ece, mut report) = (vec![], vec![]);
+    let started = Instant::now();
+    while runs.more(ece.len(), started.elapsed()) {
+        ece.push(run_ece().await);
+        report.push(run_report().await);
+    }
+    ece.sort();
+    report.sort();
+    let (e, r) = (ece[ece.len() / 2], report[report.len() / 2]);
+    let ratio = r.as_secs_f64() / e.as_secs_f64();
+    println!(
+        "{:<32} {:>9.1} ms   {:<16} {:>9.1} ms   ratio {ratio:.2} (target <= 10: {})  [{} runs]",
+        "realistic report",
+        r.as_secs_f64() * 1e3,
+        "ece(p, y)",
+        e.as_secs_f64() * 1e3,
+        if ratio <= 10.0 { "met" } else { "MISSED" },
+        ece.len()
+    );
+    let out = tempfile::TempDir::new().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_calibsql"))
+        .env("CALIBSQL_PEAK_RSS", "1")
+        .args([
+            "report", "-q", "--field", "site", "-c", REPORT_SQL, "--table",
+        ])
+        .arg(format!("t={}", path.display()))
+        .arg("-o")
+        .arg(out.path().join("report.html"))
+        .output()
+        .expect("run calibsql report");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let peak = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("calibsql: peak RSS "))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("? ({})", stderr.trim()));
+    println!("peak RSS of calibsql report (target 1 GiB): {peak}");
 }
 
 /// Every calibsql aggregate (`F_state`/`F_merge` twins share `F`'s kernel and are left out)

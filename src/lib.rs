@@ -10,6 +10,7 @@ pub mod errors;
 pub mod generate;
 pub mod named_args;
 pub mod plot;
+pub mod report;
 pub mod s3;
 pub mod settings;
 pub mod tables;

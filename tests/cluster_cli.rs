@@ -348,6 +348,50 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
     assert_eq!(lines.lines().count(), local.lines().count() - 1);
     assert!(lines.starts_with("{\"site_id\":"), "{lines}");
 
+    // The calibration report runs its queries on the cluster and finds the local numbers.
+    let report_sql = "SELECT p_model AS p, click AS y, day, site_id, 'ctr' AS model FROM t";
+    let report = |remote: bool, name: &str| -> serde_json::Value {
+        let json = data.path().join(format!("{name}.json"));
+        let html = data.path().join(format!("{name}.html"));
+        let mut args = vec![
+            "report", "-q", "-t", &table, "-c", report_sql, "--field", "site_id",
+        ];
+        if remote {
+            args.extend(["--remote", &url]);
+        }
+        let (json_arg, html_arg) = (json.display().to_string(), html.display().to_string());
+        args.extend(["--json", &json_arg, "-o", &html_arg]);
+        stdout_of(&calibsql(&args, &env));
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let (local_report, remote_report) = (report(false, "local"), report(true, "remote"));
+    let (l, r) = (&local_report["models"][0], &remote_report["models"][0]);
+    assert_eq!(l["rows"], r["rows"]);
+    assert_eq!(l["reliability"].as_array().unwrap().len(), 15);
+    for key in [
+        "ece",
+        "ece_quantile",
+        "mce",
+        "logloss",
+        "auc",
+        "brier",
+        "ratio",
+    ] {
+        let (a, b) = (l[key].as_f64().unwrap(), r[key].as_f64().unwrap());
+        assert!(
+            (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+            "{key}: {a} vs {b}"
+        );
+    }
+    assert_eq!(
+        l["daily"].as_array().unwrap().len(),
+        r["daily"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        l["segments"][0]["segments"][0]["value"],
+        r["segments"][0]["segments"][0]["value"]
+    );
+
     // Over S3: the scheduler and the executors read the bucket with the AWS environment
     // (they were started with it, no endpoint), the client with its flags. Executors were
     // given no endpoint: the environment's AWS_ENDPOINT_URL is set for the whole cluster.

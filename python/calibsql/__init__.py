@@ -27,6 +27,8 @@ prints after ``Error:``. The function reference is docs/functions.md of the repo
 
 from __future__ import annotations
 
+import html as _html
+import json as _json
 import os
 from typing import Any, Optional, Union
 
@@ -38,10 +40,12 @@ __all__ = [
     "Connection",
     "Result",
     "Svg",
+    "Report",
     "connect",
     "sql",
     "register",
     "plot_reliability",
+    "report",
     "__version__",
 ]
 
@@ -93,6 +97,47 @@ class Svg:
         """Writes the SVG to ``path``."""
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.text)
+
+
+class Report:
+    """A calibration report (:meth:`Connection.report`, as ``calibsql report`` writes it).
+
+    ``report.data`` holds every number as a dict (the JSON schema of docs/report.md);
+    ``report.html`` is the self-contained page; ``report.save(path)`` writes it; Jupyter shows
+    it inline, in a sandboxed frame so its style stays apart from the notebook's.
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._data: Optional[dict] = None
+
+    @property
+    def html(self) -> str:
+        """The page as HTML text."""
+        return self._native.html()
+
+    @property
+    def data(self) -> dict:
+        """The numbers (the page's embedded JSON) as a dict."""
+        if self._data is None:
+            self._data = _json.loads(self._native.json())
+        return self._data
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the page to ``path``; the file appears only once it is whole."""
+        self._native.save(os.fspath(path))
+
+    def _repr_html_(self) -> str:
+        return (
+            '<iframe sandbox="allow-scripts" style="width: 100%; height: 900px; border: 0" '
+            f'srcdoc="{_html.escape(self.html, quote=True)}"></iframe>'
+        )
+
+    def __repr__(self) -> str:
+        models = ", ".join(
+            f"{m['model'] or 'all rows'} {m['status']['level'].upper()}" for m in self.data["models"]
+        )
+        return f"<calibsql.Report, {self.data['rows']} rows: {models or 'no model'}>"
 
 
 class Result:
@@ -239,6 +284,29 @@ class Connection:
         """
         return Svg(self._native.reliability_svg(query, bins, strategy, title, intervals))
 
+    def report(
+        self,
+        query: str,
+        *,
+        fields: Optional[list] = None,
+        bins: int = 15,
+        strategy: str = "uniform",
+        title: Optional[str] = None,
+        reference_days: int = 7,
+        axis: str = "auto",
+    ) -> Report:
+        """The calibration report of a query returning ``p``, ``y`` and optionally ``model``,
+        ``w``, ``day`` and the ``fields`` columns, as ``calibsql report`` computes it: the
+        headline numbers, reliability diagrams, the per-bin table, values over time with the
+        drift rule and the segments of each field. ``axis`` is ``"auto"``, ``"linear"`` or
+        ``"log-odds"``.
+        """
+        return Report(
+            self._native.report(
+                query, list(fields or []), bins, strategy, title, reference_days, axis
+            )
+        )
+
     def __repr__(self) -> str:
         return f"<calibsql.Connection, tables: {', '.join(self.tables()) or 'none'}>"
 
@@ -287,3 +355,8 @@ def plot_reliability(
     return _default_connection().plot_reliability(
         query, bins=bins, strategy=strategy, title=title, intervals=intervals
     )
+
+
+def report(query: str, **kwargs: Any) -> Report:
+    """:meth:`Connection.report` on the default connection."""
+    return _default_connection().report(query, **kwargs)

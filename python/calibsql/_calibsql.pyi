@@ -30,6 +30,21 @@ class Connection:
         title: Optional[str] = None,
         intervals: bool = True,
     ) -> str: ...
+    def report(
+        self,
+        sql: str,
+        fields: list[str] = ...,
+        bins: int = 15,
+        strategy: str = "uniform",
+        title: Optional[str] = None,
+        reference_days: int = 7,
+        axis: str = "auto",
+    ) -> Report: ...
+
+class Report:
+    def html(self) -> str: ...
+    def json(self) -> str: ...
+    def save(self, path: str) -> None: ...
 
 class Result:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any: ...

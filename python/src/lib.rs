@@ -270,6 +270,80 @@ impl Connection {
             calibsql::plot::reliability_svg(&panels, title.as_deref(), strategy, intervals)
         })
     }
+
+    /// The calibration report of the query (`calibsql report`): its page, its numbers and
+    /// `save`.
+    #[pyo3(signature = (sql, fields=Vec::new(), bins=15, strategy="uniform", title=None,
+                        reference_days=7, axis="auto"))]
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        py: Python<'_>,
+        sql: &str,
+        fields: Vec<String>,
+        bins: u32,
+        strategy: &str,
+        title: Option<String>,
+        reference_days: u32,
+        axis: &str,
+    ) -> PyResult<Report> {
+        let strategy = calibsql::plot::Strategy::from_name(strategy).ok_or_else(|| {
+            Error::new_err(format!(
+                "report: strategy must be one of {}, got '{strategy}'",
+                calibsql::plot::Strategy::NAMES.join(", ")
+            ))
+        })?;
+        let axis = calibsql::report::Axis::from_name(axis).ok_or_else(|| {
+            Error::new_err(format!(
+                "report: axis must be one of {}, got '{axis}'",
+                calibsql::report::Axis::NAMES.join(", ")
+            ))
+        })?;
+        let options = calibsql::report::ReportOptions {
+            bins,
+            strategy,
+            fields,
+            title,
+            reference_days,
+            source: vec![],
+            axis,
+        };
+        let ctx = self.ctx.clone();
+        let sql = sql.to_string();
+        let report = wait(py, async move {
+            calibsql::report::compute(&ctx, &sql, &options).await
+        })?;
+        Ok(Report { report })
+    }
+}
+
+/// A computed calibration report.
+#[pyclass(module = "calibsql._calibsql", frozen)]
+struct Report {
+    report: calibsql::report::Report,
+}
+
+#[pymethods]
+impl Report {
+    /// The page (HTML).
+    fn html(&self) -> PyResult<String> {
+        self.report
+            .html()
+            .map_err(|e| Error::new_err(calibsql::errors::message(&e)))
+    }
+
+    /// The numbers as JSON text.
+    fn json(&self) -> PyResult<String> {
+        self.report
+            .json()
+            .map_err(|e| Error::new_err(calibsql::errors::message(&e)))
+    }
+
+    /// Writes the page to `path` atomically (a temporary file renamed into place).
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.report.save(&path))
+            .map_err(|e| Error::new_err(calibsql::errors::message(&e)))
+    }
 }
 
 /// A query's result: its schema and record batches, held in Arrow memory.
@@ -433,6 +507,7 @@ fn _calibsql(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FFI_MAJOR_VERSION", datafusion_ffi::version())?;
     m.add_class::<Connection>()?;
     m.add_class::<QueryResult>()?;
+    m.add_class::<Report>()?;
     m.add_function(wrap_pyfunction!(ffi_scalar_udfs, m)?)?;
     m.add_function(wrap_pyfunction!(ffi_aggregate_udfs, m)?)?;
     Ok(())

@@ -36,11 +36,19 @@ def tail(text: str | None) -> str:
     return "\n".join(([f"[... {skipped} lines]"] if skipped else []) + lines[skipped:])
 
 
-def popen(args, **kwargs) -> subprocess.Popen:
+def popen(args, *, before_exec=None, **kwargs) -> subprocess.Popen:
     """`subprocess.Popen(args, **kwargs)` for a child that dies with this process and reads
-    nothing from standard input. Kill it in a `finally` (or use `run`)."""
+    nothing from standard input. Kill it in a `finally` (or use `run`). `before_exec` runs
+    in the child before the program starts (e.g. to place file descriptors)."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.Popen(args, preexec_fn=_die_with_parent, **kwargs)
+
+    def prepare() -> None:
+        if before_exec is not None:
+            before_exec()
+        if _die_with_parent is not None:
+            _die_with_parent()
+
+    return subprocess.Popen(args, preexec_fn=prepare, **kwargs)
 
 
 def communicate(proc: subprocess.Popen, timeout: float):

@@ -160,6 +160,14 @@ pub enum Command {
     /// Draw a chart from a query
     #[command(subcommand)]
     Plot(PlotCommand),
+    /// Write the calibration report: one self-contained HTML page (and optionally JSON)
+    ///
+    /// Header with a status badge per model, headline numbers, reliability diagram with
+    /// Wilson bands, per-bin table, values over time with the drift rule, segments per
+    /// --field, and an appendix with the SQL and every number as JSON. All numbers come from
+    /// calibsql's SQL aggregates, one query per section.
+    #[command(after_help = REPORT_AFTER_HELP)]
+    Report(Box<ReportArgs>),
     /// Run a scheduler of an Apache Ballista cluster with every calibsql function
     ///
     /// Clients connect with `calibsql --remote df://HOST:PORT`; executors with `calibsql
@@ -507,6 +515,71 @@ pub struct ReliabilityArgs {
     pub no_intervals: bool,
 }
 
+const REPORT_AFTER_HELP: &str = "\
+The query returns p (probability) and y (label, 0/1 or Boolean), and optionally model (one
+section per value), w (row weight), day (a date, timestamp or integer time bucket) and the
+--field columns. The page needs no network: charts are inline SVG, the numbers are also in
+the page as JSON (docs/report.md). For example:
+
+  calibsql report --table test=calibsql-demo/test -o report.html --field site_id \\
+    -c \"SELECT p_model AS p, click AS y, day, site_id FROM test\"";
+
+/// `calibsql report`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub query: QueryArgs,
+
+    /// The HTML file to write (replaced only once the page is whole)
+    #[arg(short = 'o', long = "output", value_name = "FILE.html")]
+    pub output: PathBuf,
+
+    /// A column of the query to break calibration down by (segments, Field-RCE); repeatable
+    #[arg(long = "field", value_name = "COL")]
+    pub fields: Vec<String>,
+
+    /// Number of bins of the reliability diagram, the ECE and the MCE
+    #[arg(long, value_name = "N", default_value_t = calibsql::report::DEFAULT_BINS,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub bins: u32,
+
+    /// Bins of the reliability diagram, the per-bin table and the MCE: equal-width or
+    /// equal-mass (the headline shows the ECE of both)
+    #[arg(long, value_enum, value_name = "STRATEGY", default_value_t = PlotStrategy::Uniform)]
+    pub strategy: PlotStrategy,
+
+    /// Axes of the reliability diagram: log-odds spreads CTR-sized probabilities; auto picks
+    /// log-odds when every bin's mean prediction is below 0.2
+    #[arg(long, value_enum, value_name = "AXIS", default_value_t = AxisArg::Auto)]
+    pub axis: AxisArg,
+
+    /// The page's title [default: Calibration report]
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    /// Days (the first ones) whose daily values make the drift rule's reference band
+    #[arg(long, value_name = "N", default_value_t = calibsql::report::DEFAULT_REFERENCE_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub reference_days: u32,
+
+    /// Also write the numbers as JSON to this file
+    #[arg(long, value_name = "FILE.json")]
+    pub json: Option<PathBuf>,
+
+    /// Run the queries on the Apache Ballista cluster whose scheduler is at df://HOST:PORT
+    /// (needs --features distributed)
+    #[arg(long, value_name = "URL", value_parser = parse_remote)]
+    pub remote: Option<String>,
+}
+
+/// `report --axis`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AxisArg {
+    Auto,
+    Linear,
+    LogOdds,
+}
+
 /// The binning of `plot reliability --strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PlotStrategy {
@@ -750,6 +823,15 @@ mod tests {
             panic!("{:?}", args.command)
         };
         assert_eq!(plot.bins, 10);
+        let args = Args::try_parse_from([
+            "calibsql", "report", "-c", "SELECT 1", "-o", "r.html", "--field", "a", "--field", "b",
+        ])
+        .unwrap();
+        let Some(Command::Report(report)) = args.command else {
+            panic!("{:?}", args.command)
+        };
+        assert_eq!(report.fields, ["a", "b"]);
+        assert!(Args::try_parse_from(["calibsql", "report", "-o", "r.html"]).is_err());
         // The SQL runner's flags do not mix with a tool.
         assert!(Args::try_parse_from(["calibsql", "-c", "SELECT 1", "demo"]).is_err());
         assert!(Args::try_parse_from(["calibsql", "plot", "reliability", "-o", "x.svg"]).is_err());

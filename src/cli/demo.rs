@@ -1,5 +1,5 @@
 //! `calibsql demo`: generate data with known truth, run the reports in `sql/`, draw the
-//! reliability diagrams. Everything it shows can be rerun by hand with the commands it prints.
+//! reliability diagrams and write the calibration report (`report.html`). Everything it shows can be rerun by hand with the commands it prints.
 
 use std::path::Path;
 use std::time::Instant;
@@ -60,6 +60,10 @@ const DRIFT_DAY: u32 = 10;
 /// The drift chart's query over `sql/monitoring.sql`'s `monitoring` view.
 const DRIFT_CHART_SQL: &str = "SELECT day AS x, ece AS value, ece_lower AS lower, \
 ece_upper AS upper, model AS series FROM monitoring";
+
+/// The calibration report of the monitoring log: `sql/report.sql` with these fields.
+const REPORT_SQL: &str = include_str!("../../sql/report.sql");
+const REPORT_FIELDS: [&str; 2] = ["site_id", "ad_type"];
 
 /// A diagram: a `.sql` file returning p, y and series, drawn into the demo directory.
 struct Diagram {
@@ -185,6 +189,33 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
     )?;
     println!("{}", chart.display());
 
+    println!(
+        "\n{}. The calibration report: one HTML page  [sql/report.sql]",
+        REPORTS.len() + 3
+    );
+    let report_options = calibsql::report::ReportOptions {
+        fields: REPORT_FIELDS.iter().map(|f| f.to_string()).collect(),
+        title: Some(
+            "calibsql demo: a CTR model drifting from day 10, and a raw ranker".to_string(),
+        ),
+        source: vec![format!("test={}", drift.test_dir.display())],
+        ..Default::default()
+    };
+    let report = calibsql::report::compute(&ctx, REPORT_SQL, &report_options).await?;
+    let page = dir.join("report.html");
+    report.save(&page)?;
+    println!(
+        "{}  ({})",
+        page.display(),
+        report
+            .data
+            .models
+            .iter()
+            .map(|m| format!("{} {}", m.label(), m.status.level.to_uppercase()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
     let tables = format!(
         "--table valid={} --table test={}",
         shell_word(&summary.valid_dir),
@@ -210,6 +241,11 @@ pub async fn run(args: &DemoArgs, options: &Options) -> anyhow::Result<()> {
         "  calibsql plot metric {drift_tables} -f {} -c \"{}\" -o drift.svg",
         MONITORING.file,
         DRIFT_CHART_SQL.replace('\n', " ")
+    );
+    println!(
+        "  calibsql report --table test={} -f sql/report.sql {} -o report.html",
+        shell_word(&drift.test_dir),
+        REPORT_FIELDS.map(|f| format!("--field {f}")).join(" ")
     );
     println!("  calibsql {tables}        # an interactive shell over both splits");
     Ok(())

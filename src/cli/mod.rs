@@ -10,6 +10,7 @@ mod output;
 mod plot;
 mod progress;
 mod repl;
+mod report;
 #[cfg(feature = "serve")]
 mod serve;
 mod session;
@@ -126,6 +127,7 @@ async fn run_tool(options: &Options, command: &args::Command) -> anyhow::Result<
             plot::reliability(args, options).await
         }
         args::Command::Plot(args::PlotCommand::Metric(args)) => plot::metric(args, options).await,
+        args::Command::Report(args) => report::run(args, options).await,
         args::Command::Scheduler(args) => cluster::scheduler(args).await,
         args::Command::Executor(args) => cluster::executor(args).await,
         #[cfg(feature = "serve")]

@@ -265,7 +265,7 @@ pub fn write_reliability_svg(
     std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn drawing<E: Display>(error: E) -> anyhow::Error {
+pub(crate) fn drawing<E: Display>(error: E) -> anyhow::Error {
     anyhow!("cannot draw the diagram: {error}")
 }
 
@@ -492,7 +492,7 @@ fn hatch(x0: f64, x1: f64, y0: f64, y1: f64, spacing: f64) -> Vec<Vec<(f64, f64)
 }
 
 /// 1, 10, 100, 1k, 10k, 1M … for the log axis.
-fn compact_count(v: f64) -> String {
+pub(crate) fn compact_count(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.0}M", v / 1e6)
     } else if v >= 1e3 {
@@ -503,7 +503,7 @@ fn compact_count(v: f64) -> String {
 }
 
 /// A round axis end at or above `v` (0.05 steps below 0.5, 0.1 steps above), at most 1.
-fn nice_upper(v: f64) -> f64 {
+pub(crate) fn nice_upper(v: f64) -> f64 {
     if v <= 0.0 {
         return 1.0;
     }

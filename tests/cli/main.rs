@@ -83,6 +83,7 @@ fn assert_fails_with(command: &mut Command, code: i32, needle: &str) {
 mod errors;
 mod functions;
 mod output;
+mod report;
 mod statements;
 mod tables;
 mod tools;

@@ -26,11 +26,14 @@ fn demo_runs_end_to_end() {
         "| temperature",
         "4. Reliability diagrams",
         "out/reliability_ranking.svg",
+        "out/report.html  (ctr ",
         "calibsql --table valid=out/valid --table test=out/test -f sql/ranking_calibration.sql",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
     }
     let svg = std::fs::read_to_string(dir.path().join("out/reliability_ranking.svg")).unwrap();
+    let page = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
+    assert!(page.contains("calibsql-data") && page.contains("<section id=\"segments\""));
     assert!(svg.starts_with("<svg") && svg.contains("Gamma, UERM"));
     // The data is there to explore.
     calibsql(dir.path())

@@ -89,6 +89,20 @@ fn every_sql_file_runs_on_generated_data() {
                 drawing.starts_with("<svg") && drawing.contains("ECE"),
                 "{name}"
             );
+        } else if name.starts_with("report") {
+            // The calibration report's query (`calibsql report`, docs/report.md).
+            let page = dir.path().join(name.replace(".sql", ".html"));
+            calibsql(dir.path())
+                .arg("report")
+                .args(tables)
+                .args(["--field", "site_id", "-f"])
+                .arg(&file)
+                .arg("-o")
+                .arg(&page)
+                .assert()
+                .success();
+            let html = std::fs::read_to_string(&page).unwrap();
+            assert!(html.contains("id=\"calibsql-data\""), "{name}");
         } else {
             let stdout = run_report(dir.path(), &tables, &file);
             // A header line and at least two method rows, every number finite.

@@ -1,0 +1,188 @@
+//! The numbers of a report: what the page shows and what `--json` (and the page's
+//! `calibsql-data` script element) holds. The field names are the JSON schema documented in
+//! docs/report.md; every number comes from a SQL aggregate (see `queries.rs`), a few are
+//! arithmetic on those (a bin's gap and share of ECE, shown on the page only).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Version of the JSON layout; raised when a field changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything a report holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportData {
+    pub schema_version: u32,
+    pub title: String,
+    /// Where the rows come from (`--table` arguments), as given.
+    pub source: Vec<String>,
+    /// The SQL whose result the report describes.
+    pub sql: String,
+    pub calibsql_version: String,
+    /// `now()` of the session when the report was computed (UTC).
+    pub generated_at: Option<String>,
+    pub parameters: Parameters,
+    /// Rows the query returned.
+    pub rows: i64,
+    /// Rows left out because `p`, `y` (or `w`) is NULL or NaN.
+    pub rows_dropped: i64,
+    /// Total weight of the rows used (the row count without `w`).
+    pub weight: Option<f64>,
+    /// First and last `day`, as text (`None` without a `day` column or rows).
+    pub time_range: Option<(String, String)>,
+    /// The columns the query returned that the report uses.
+    pub columns: Columns,
+    /// One entry per `model` value (one entry `model: null` without a `model` column).
+    pub models: Vec<ModelData>,
+    /// What could not be computed, and why, for the whole report.
+    pub notes: Vec<String>,
+    /// The SQL that produced every number, by section.
+    pub queries: Vec<Query>,
+}
+
+/// The report's parameters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Parameters {
+    pub bins: u32,
+    pub strategy: String,
+    pub fields: Vec<String>,
+    pub reference_days: u32,
+    /// Confidence level of every interval.
+    pub level: f64,
+    /// Segments listed per field before the rest is pooled into "other".
+    pub top_segments: u32,
+}
+
+/// Which optional columns the query returned.
+#[derive(Debug, Clone, Serialize)]
+pub struct Columns {
+    pub model: bool,
+    pub w: bool,
+    pub day: bool,
+}
+
+/// One model's numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelData {
+    /// The `model` value as text (`None` without a `model` column).
+    pub model: Option<String>,
+    pub rows: i64,
+    pub weight: Option<f64>,
+    /// Σ w·p and Σ w·y.
+    pub sum_p: Option<f64>,
+    pub sum_y: Option<f64>,
+    /// Calibration ratio Σ w·p / Σ w·y and its interval (the Wilson interval of the observed
+    /// rate, with the Kish effective size, mapped through mean p / rate).
+    pub ratio: Option<f64>,
+    pub ratio_lower: Option<f64>,
+    pub ratio_upper: Option<f64>,
+    /// `ece(p, y, bins, 'uniform' [, w])`: with the default 15 bins, `ece(p, y)`.
+    pub ece: Option<f64>,
+    /// `ece(p, y, bins, 'quantile' [, w])`.
+    pub ece_quantile: Option<f64>,
+    /// `mce(p, y, bins, strategy [, w])`.
+    pub mce: Option<f64>,
+    pub logloss: Option<f64>,
+    pub normalized_entropy: Option<f64>,
+    pub brier: Option<f64>,
+    pub auc: Option<f64>,
+    /// `field_rce(p, y, field [, 0.01, w])` per `--field`.
+    pub field_rce: BTreeMap<String, Option<f64>>,
+    /// What `reliability(p, y, bins, strategy [, w])` returns, bin by bin.
+    pub reliability: Vec<Bin>,
+    pub status: Status,
+    /// Per day (with a `day` column), in day order.
+    pub daily: Vec<Day>,
+    /// Per `--field`, its values ranked by weight × |ratio − 1|.
+    pub segments: Vec<FieldSegments>,
+    /// What could not be computed for this model, and why.
+    pub notes: Vec<String>,
+}
+
+/// One bin of `reliability()`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bin {
+    pub bin: i64,
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+    pub count: i64,
+    pub weight: Option<f64>,
+    pub mean_p: Option<f64>,
+    pub frac_pos: Option<f64>,
+    pub frac_pos_lower: Option<f64>,
+    pub frac_pos_upper: Option<f64>,
+}
+
+/// A model's status badge (docs/report.md "Status").
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// `ok`, `warn`, `alert`, or `unknown` when the ratio could not be computed.
+    pub level: &'static str,
+    /// The rules that set the level.
+    pub reasons: Vec<String>,
+}
+
+/// One day of one model: daily and 7-day rolling values, merged from daily states, and the
+/// drift rule's band (reference mean ± 3 standard deviations).
+#[derive(Debug, Clone, Serialize)]
+pub struct Day {
+    pub day: String,
+    pub rows: i64,
+    pub ece: Option<f64>,
+    pub ece_7d: Option<f64>,
+    pub ece_lower: Option<f64>,
+    pub ece_upper: Option<f64>,
+    pub ece_alert: bool,
+    pub ratio: Option<f64>,
+    pub ratio_7d: Option<f64>,
+    pub ratio_lower: Option<f64>,
+    pub ratio_upper: Option<f64>,
+    pub ratio_alert: bool,
+    pub logloss: Option<f64>,
+    pub logloss_7d: Option<f64>,
+    pub logloss_lower: Option<f64>,
+    pub logloss_upper: Option<f64>,
+    pub logloss_alert: bool,
+}
+
+/// The segments of one field.
+#[derive(Debug, Clone, Serialize)]
+pub struct FieldSegments {
+    pub field: String,
+    /// Distinct values of the field among this model's rows.
+    pub values: i64,
+    pub segments: Vec<Segment>,
+}
+
+/// One value of a field, or the pooled rest ("other").
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    /// The value as text (`None` for a NULL value and for "other").
+    pub value: Option<String>,
+    /// Whether this is the pool of the values below the top ones.
+    pub other: bool,
+    /// Values pooled (1 for a single value).
+    pub values: i64,
+    pub rows: i64,
+    pub weight: Option<f64>,
+    pub ratio: Option<f64>,
+    pub ratio_lower: Option<f64>,
+    pub ratio_upper: Option<f64>,
+    /// The ratio's interval leaves out 1.
+    pub significant: bool,
+}
+
+/// One SQL statement the report ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Query {
+    pub section: String,
+    pub sql: String,
+}
+
+impl ModelData {
+    /// The name shown on the page.
+    pub fn label(&self) -> &str {
+        self.model.as_deref().unwrap_or("all rows")
+    }
+}

@@ -1,0 +1,383 @@
+//! `calibsql report`: the page's embedded JSON against the same numbers from separate SQL
+//! queries, escaping of user data, reports of nothing (no rows, one class, NULL/NaN rows),
+//! and bad input refused before anything is written.
+
+use serde_json::Value;
+
+use super::*;
+
+/// Generated logs (20,000 rows, 14 days, drift from day 10) in `dir/data`.
+fn generated(dir: &Path) {
+    calibsql(dir)
+        .args([
+            "generate",
+            "--rows",
+            "20000",
+            "--out",
+            "data",
+            "--days",
+            "14",
+            "--drift-day",
+            "10",
+            "-q",
+        ])
+        .assert()
+        .success();
+}
+
+/// Two models, weights, a day and two fields.
+const QUERY: &str = "SELECT p_model AS p, click AS y, day, site_id, ad_type, 'ctr' AS model, \
+                     CAST(1 + item_id % 3 AS DOUBLE) AS w FROM test \
+                     UNION ALL SELECT sigmoid(score) AS p, click AS y, day, site_id, ad_type, \
+                     'ranker' AS model, CAST(1 + item_id % 3 AS DOUBLE) AS w FROM test";
+
+/// The JSON of the page's `calibsql-data` element.
+fn embedded_json(html: &str) -> Value {
+    let start = r#"<script type="application/json" id="calibsql-data">"#;
+    let from = html.find(start).expect("no calibsql-data element") + start.len();
+    let to = from + html[from..].find("</script>").unwrap();
+    serde_json::from_str(&html[from..to]).unwrap()
+}
+
+/// Rows of `sql` over the test split, as JSON objects.
+fn query(dir: &Path, sql: &str) -> Vec<Value> {
+    let output = calibsql(dir)
+        .args(["--table", "test=data/test", "--format", "json", "-c", sql])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice::<Value>(&output.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// `got` equals `want` to summation order (both JSON numbers, or both null).
+fn assert_same(got: &Value, want: &Value, what: &str) {
+    match (got.as_f64(), want.as_f64()) {
+        (Some(g), Some(w)) => {
+            let diff = (g - w).abs();
+            assert!(diff <= 1e-12 * w.abs().max(1.0), "{what}: {g} vs {w}");
+        }
+        _ => assert_eq!(got, want, "{what}"),
+    }
+}
+
+#[test]
+fn report_json_holds_the_numbers_of_the_sql_functions() {
+    let dir = TempDir::new().unwrap();
+    generated(dir.path());
+    let args = [
+        "report",
+        "--table",
+        "test=data/test",
+        "-o",
+        "out/report.html",
+        "--json",
+        "out/report.json",
+        "--field",
+        "site_id",
+        "--field",
+        "ad_type",
+        "-c",
+        QUERY,
+    ];
+    // The directory of -o must exist: nothing is created but the files.
+    let output = calibsql(dir.path()).args(args).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    let output = calibsql(dir.path()).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr: {stderr}");
+    assert!(
+        stderr.contains("Wrote out/report.html (20000 rows, 2 models"),
+        "{stderr}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/report.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        embedded_json(&html),
+        json,
+        "the page embeds what --json writes"
+    );
+    let models = json["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2);
+
+    let want = query(
+        dir.path(),
+        &format!(
+            "SELECT model, count(*) AS rows, sum(w) AS weight, \
+             ece(p, y, 15, 'uniform', w) AS ece, ece(p, y, 15, 'quantile', w) AS ece_quantile, \
+             mce(p, y, 15, 'uniform', w) AS mce, logloss(p, y, 2.220446049250313e-16, w) AS logloss, \
+             normalized_entropy(p, y, w) AS normalized_entropy, brier(p, y, w) AS brier, \
+             auc(p, y, w) AS auc, reliability(p, y, 15, 'uniform', w) AS reliability, \
+             field_rce(p, y, site_id, 0.01, w) AS rce_site, field_rce(p, y, ad_type, 0.01, w) AS rce_ad, \
+             sum(w * p) / sum(w * y) AS ratio \
+             FROM ({QUERY}) GROUP BY model ORDER BY model"
+        ),
+    );
+    for (got, want) in models.iter().zip(&want) {
+        let name = want["model"].as_str().unwrap();
+        assert_eq!(got["model"], want["model"]);
+        for key in [
+            "rows",
+            "weight",
+            "ece",
+            "ece_quantile",
+            "mce",
+            "logloss",
+            "normalized_entropy",
+            "brier",
+            "auc",
+            "ratio",
+        ] {
+            assert_same(&got[key], &want[key], &format!("{name} {key}"));
+        }
+        assert_same(&got["field_rce"]["site_id"], &want["rce_site"], "rce site");
+        assert_same(&got["field_rce"]["ad_type"], &want["rce_ad"], "rce ad");
+        let (bins, want_bins) = (
+            got["reliability"].as_array().unwrap(),
+            want["reliability"].as_array().unwrap(),
+        );
+        assert_eq!(bins.len(), 15);
+        assert_eq!(bins.len(), want_bins.len());
+        for (bin, want_bin) in bins.iter().zip(want_bins) {
+            for (key, value) in want_bin.as_object().unwrap() {
+                assert_same(&bin[key], value, &format!("{name} bin {key}"));
+            }
+        }
+    }
+
+    // Over time: the daily ECE and log loss of one day, from a query of that day alone.
+    let day = query(
+        dir.path(),
+        &format!(
+            "SELECT model, ece(p, y, 15, 'uniform', w) AS ece, \
+             logloss(p, y, 2.220446049250313e-16, w) AS logloss, sum(w * p) / sum(w * y) AS ratio \
+             FROM ({QUERY}) WHERE day = 11 GROUP BY model ORDER BY model"
+        ),
+    );
+    for (got, want) in models.iter().zip(&day) {
+        let daily = got["daily"].as_array().unwrap();
+        assert_eq!(daily.len(), 14);
+        let eleven = daily.iter().find(|d| d["day"] == "11").unwrap();
+        for key in ["ece", "logloss", "ratio"] {
+            assert_same(&eleven[key], &want[key], &format!("day 11 {key}"));
+        }
+    }
+    // The drift from day 10 (p_model × 1.5) breaks the rule on the ctr model's ratio.
+    let ctr = &models[0];
+    assert_eq!(ctr["model"], "ctr");
+    let alerts: Vec<&str> = ctr["daily"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["ratio_alert"] == true)
+        .map(|d| d["day"].as_str().unwrap())
+        .collect();
+    // (Days of 700 rows: the rule flags most drifted days, and none before.)
+    assert!(alerts.len() >= 3, "{alerts:?}");
+    assert!(
+        alerts.iter().all(|d| d.parse::<i32>().unwrap() >= 10),
+        "{alerts:?}"
+    );
+    assert_ne!(ctr["status"]["level"], "ok");
+
+    // Segments: the top 20 and "other" hold every row of the model.
+    for model in models {
+        for field in model["segments"].as_array().unwrap() {
+            let rows: i64 = field["segments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["rows"].as_i64().unwrap())
+                .sum();
+            assert_eq!(rows, model["rows"].as_i64().unwrap(), "{}", field["field"]);
+        }
+    }
+
+    // The page: every section, one chart per model plus three over time, nothing external.
+    for id in [
+        "header",
+        "headline",
+        "reliability",
+        "bins",
+        "over-time",
+        "segments",
+        "appendix",
+    ] {
+        assert!(
+            html.contains(&format!("<section id=\"{id}\""))
+                || html.contains(&format!("<header id=\"{id}\"")),
+            "{id}"
+        );
+    }
+    assert_eq!(html.matches("<svg").count(), 5);
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").count() == html.matches("http://www.w3.org").count()
+    );
+    assert!(!html.contains("https://"));
+    assert!(html.contains("Content-Security-Policy"));
+}
+
+#[test]
+fn report_escapes_user_data() {
+    let dir = TempDir::new().unwrap();
+    let xss = "<script>alert(1)</script>";
+    calibsql(dir.path())
+        .args([
+            "report",
+            "-o",
+            "r.html",
+            "--field",
+            "site",
+            "--title",
+            xss,
+            "-c",
+            &format!(
+                "SELECT * FROM (VALUES (0.2, 0, '{xss}', '{xss}'), (0.7, 1, '{xss}', '{xss}'), \
+                 (0.4, 1, 'b', 'm2'), (0.3, 0, 'b', 'm2')) AS t(p, y, site, model)"
+            ),
+        ])
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(!html.contains(xss), "unescaped user data");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert_eq!(
+        html.matches("<script").count(),
+        2,
+        "only the data and the sorting script"
+    );
+    // The value is intact in the data.
+    let json = embedded_json(&html);
+    assert_eq!(json["title"], xss);
+    // Models in sorted order: '<' sorts before 'm'.
+    assert_eq!(json["models"][0]["model"], xss);
+    assert_eq!(
+        json["models"][0]["segments"][0]["segments"][0]["value"],
+        xss
+    );
+}
+
+#[test]
+fn report_draws_ctr_sized_probabilities_on_log_odds() {
+    let dir = TempDir::new().unwrap();
+    let sql = "SELECT value / 20000.0 AS p, CASE WHEN value % 50 = 0 THEN 1 ELSE 0 END AS y \
+               FROM generate_series(1, 2000)";
+    for (axis, log_odds) in [("auto", true), ("linear", false), ("log-odds", true)] {
+        calibsql(dir.path())
+            .args(["report", "-q", "-o", "r.html", "--axis", axis, "-c", sql])
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+        assert_eq!(html.contains("(log-odds scale)"), log_odds, "--axis {axis}");
+    }
+}
+
+#[test]
+fn report_says_what_it_could_not_compute() {
+    let dir = TempDir::new().unwrap();
+    for (name, sql, needle) in [
+        (
+            "empty",
+            "SELECT 0.5 AS p, 1 AS y WHERE false",
+            "The query returned no rows: nothing could be computed.",
+        ),
+        (
+            "one_class",
+            "SELECT * FROM (VALUES (0.2, 0), (0.4, 0), (0.3, 0)) AS t(p, y)",
+            "no positive (y = 1): AUC and normalized entropy are undefined",
+        ),
+        (
+            "nulls",
+            "SELECT * FROM (VALUES (0.2, 0), (CAST('NaN' AS DOUBLE), 1), (NULL, 1), (0.7, NULL), \
+             (0.8, 1)) AS t(p, y)",
+            "3 of 5 rows have a NULL or NaN p or y and are left out.",
+        ),
+        (
+            "all_null",
+            "SELECT CAST(NULL AS DOUBLE) AS p, 1 AS y",
+            "All 1 rows have a NULL or NaN p or y: nothing could be computed.",
+        ),
+    ] {
+        let output = calibsql(dir.path())
+            .args(["report", "-o", &format!("{name}.html"), "-c", sql])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let html = std::fs::read_to_string(dir.path().join(format!("{name}.html"))).unwrap();
+        assert!(html.contains(needle), "{name}: no {needle:?}");
+        assert!(html.contains("<section id=\"appendix\""), "{name}");
+        embedded_json(&html);
+    }
+    let json = embedded_json(&std::fs::read_to_string(dir.path().join("nulls.html")).unwrap());
+    assert_eq!(
+        (json["rows"].as_i64(), json["rows_dropped"].as_i64()),
+        (Some(5), Some(3))
+    );
+    assert_eq!(json["models"][0]["rows"], 2);
+}
+
+#[test]
+fn report_refuses_bad_input_before_writing() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(dir.path().join("r.html"), "the old report").unwrap();
+    for (args, code, needle) in [
+        (
+            &["-c", "SELECT 0.5 AS q, 1 AS y"][..],
+            1,
+            "it has no p (it returns q, y)",
+        ),
+        (
+            &["-c", "SELECT 0.5 AS p, 1 AS y", "--field", "site"][..],
+            1,
+            "--field site: the query returns no column site",
+        ),
+        (
+            &["-c", "SELECT 2.5 AS p, 1 AS y"][..],
+            1,
+            "report: computing",
+        ),
+        (
+            &["-c", "CREATE VIEW v AS SELECT 1"][..],
+            1,
+            "must be a query",
+        ),
+    ] {
+        let mut command = calibsql(dir.path());
+        command.args(["report", "-o", "r.html"]).args(args);
+        assert_fails_with(&mut command, code, needle);
+    }
+    assert_fails_with(
+        calibsql(dir.path()).args(["report", "-o", "r.png", "-c", "SELECT 0.5 AS p, 1 AS y"]),
+        2,
+        "FILE.html",
+    );
+    calibsql(dir.path())
+        .args(["report", "-o", "r.html"])
+        .assert()
+        .code(2);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("r.html")).unwrap(),
+        "the old report"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != "r.html")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
