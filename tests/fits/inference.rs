@@ -206,9 +206,17 @@ async fn the_grid_past_the_exact_cap_stays_within_its_bound() {
             .iter()
             .zip(c.want)
             .map(|(g, w)| (g - w).abs() / w.abs().max(1e-300))
-            .fold(0.0f64, f64::max);
+            // NaN-propagating maximum: `f64::max` would drop a NaN difference.
+            .fold(0.0f64, |a, b| {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            });
         worst.push(format!("{}: {err:.1e}", c.call));
-        if !(err <= rel) {
+        let within = err <= rel; // false for NaN
+        if !within {
             fails.push(format!(
                 "{sql}: {got:?} vs {:?} (relative {err:.1e})",
                 c.want

@@ -658,6 +658,18 @@ impl Kernel for PairKernel {
     }
 }
 
+impl crate::registry::Shaped for AucInterval {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(INTERVAL)
+    }
+}
+
+impl crate::registry::Shaped for AucTest {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(TEST)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -677,17 +689,5 @@ mod tests {
         assert_eq!(r[5], Some(1.0));
         // θ: positives 0.35 (above 0.1, 0.3), 0.8 (above all 3), 0.4 (above 2, ties 1).
         assert_eq!(r[0], Some((2.0 + 3.0 + 2.5) / 9.0));
-    }
-}
-
-impl crate::registry::Shaped for AucInterval {
-    fn call_shape(&self) -> Option<CallShape> {
-        Some(INTERVAL)
-    }
-}
-
-impl crate::registry::Shaped for AucTest {
-    fn call_shape(&self) -> Option<CallShape> {
-        Some(TEST)
     }
 }
