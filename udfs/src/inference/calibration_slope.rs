@@ -9,7 +9,7 @@
 //! optimum, as statsmodels `GLM(Binomial)`'s `params` / `bse` with `freq_weights = w`. Rows with
 //! p = 0 or 1 are skipped (their logit is infinite, as rms drops them) and not counted in `n`.
 //!
-//! The state is [`super::points`]'s, with the score logit(p): exact up to the exact cap. Past it
+//! The state is `points`'s, with the score logit(p): exact up to the exact cap. Past it
 //! each grid cell enters the likelihood as the fits' two-point rule (see the `fit` module): the
 //! terms linear in y are exact, the softplus term's error is of order (b·width)³ per row, with
 //! cells of relative width 2⁻⁸ (below 1e-12 of the log-likelihood in the fits' measurements).

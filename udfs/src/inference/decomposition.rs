@@ -10,7 +10,7 @@
 //! (scipy's `xlogy`, as model-diagnostics' `LogLoss`): a p of 0 or 1 on the wrong label gives an
 //! infinite score and miscalibration.
 //!
-//! The state is [`super::points`]'s with the score p: exact up to the exact cap; past it each
+//! The state is `points`'s with the score p: exact up to the exact cap; past it each
 //! grid cell's rows share the cell's mean p.
 
 use std::sync::Arc;

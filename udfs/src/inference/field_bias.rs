@@ -10,7 +10,7 @@
 //! value's order, so it does not depend on the order rows arrive in. The value is reported as
 //! text (`field_bias_merge` is planned before it reads the type its states record).
 //!
-//! The state is `field_ece`'s ([`FieldKernel`]: Σw, Σw·y, Σw·(y − p) per value, so
+//! The state is `field_ece`'s (`FieldKernel`: Σw, Σw·y, Σw·(y − p) per value, so
 //! `mean_p = frac_pos − Σw·(y − p)/n`), bounded by the distinct values.
 
 use std::ops::Range;

@@ -13,7 +13,7 @@
 //! whose p are all 0 (or all 1) has `E₁ = 0` (or `E₀ = 0`): the statistic is NaN when its
 //! labels agree (0/0) and +Infinity otherwise.
 //!
-//! The state is [`super::points`]'s with the score p and unit weights: exact up to the exact
+//! The state is `points`'s with the score p and unit weights: exact up to the exact
 //! cap; past it the quantiles and groups are those of the grid cells' mean p.
 
 use std::sync::Arc;

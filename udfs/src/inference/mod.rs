@@ -12,7 +12,7 @@
 //! - [`delong`]: `auc_interval`, `auc_test` (DeLong's variance of the AUC: pROC's interval and
 //!   paired test).
 //!
-//! The three that need every distinct score keep them in the fits' state ([`points`]); the
+//! The three that need every distinct score keep them in the fits' state (`points`); the
 //! distributions are [`crate::stats`]'s.
 
 use std::sync::Arc;
