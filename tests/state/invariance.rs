@@ -32,7 +32,7 @@ const QUERY_ALL: &str = "SELECT
     calibration_slope(p, y, w)['slope_se'] AS cs, hosmer_lemeshow(p, y)['statistic'] AS hl,
     calibration_decomposition(p, y, 'logloss', w)['discrimination'] AS dsc,
     field_bias(p, y, site, w)[1]['p_adjusted'] AS fb, field_bias(p, y, site)[40]['z'] AS fb_z,
-    ace(p, y, 12, 'quantile', w) AS ace_w, ece_interval(p, y, site * 1000 + g)['upper'] AS ei_hi,
+    ece_interval(p, y, site * 1000 + g)['upper'] AS ei_hi,
     ece_diff_interval(p, q, y, g, 10, 'sklearn')['lower'] AS ed_lo,
     auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se
   FROM t";
