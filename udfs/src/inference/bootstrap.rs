@@ -142,7 +142,7 @@ against itself gives exactly `{0, 0, 0}`. Returns `{diff, lower, upper}`; NULL w
     let mut b = Documentation::builder(
         DocSection {
             include: true,
-            label: "Calibration Tests and Intervals",
+            label: "Calibration Tests",
             description: None,
         },
         description,

@@ -54,7 +54,7 @@ const TEST: CallShape = CallShape {
 fn section() -> DocSection {
     DocSection {
         include: true,
-        label: "Calibration Tests and Intervals",
+        label: "Calibration Tests",
         description: None,
     }
 }
