@@ -21,13 +21,13 @@ use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation};
 use datafusion_macros::user_doc;
 
-use super::points::{Out, PointsKernel, Score, DEFAULT_CAP};
+use super::points::{points_aggregate, Out, PointsKernel, Score};
 use crate::common::{args, weight_col, CallShape};
 use crate::fit::FitState;
-use crate::kernel::{kernel_aggregate, kernel_udaf_common};
+use crate::kernel::kernel_udaf_common;
 use crate::scalars::sigmoid;
 
 #[user_doc(
@@ -78,38 +78,12 @@ fn out_fields() -> Fields {
     Fields::from(f)
 }
 
-/// `calibration_slope`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct CalibrationSlope {
-    signature: Signature,
-    /// Distinct scores kept exactly per group; `None`: the default.
-    exact_cap: Option<usize>,
-}
-
-impl Default for CalibrationSlope {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+points_aggregate!(
+    /// `calibration_slope`.
+    CalibrationSlope
+);
 
 impl CalibrationSlope {
-    pub fn new() -> Self {
-        let mut f = Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            exact_cap: None,
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    /// This aggregate with `cap` distinct scores kept exactly.
-    pub(crate) fn capped(&self, cap: usize) -> Self {
-        Self {
-            signature: self.signature.clone(),
-            exact_cap: Some(cap),
-        }
-    }
-
     fn shape(&self) -> CallShape {
         CallShape {
             name: "calibration_slope",
@@ -124,16 +98,10 @@ impl CalibrationSlope {
             Score::Logit,
             weight_col(args.exprs, 2),
             Out::Slope,
-            self.exact_cap.unwrap_or(DEFAULT_CAP),
+            self.cap(),
         ))
     }
 }
-
-kernel_aggregate!(CalibrationSlope, false, {
-    fn with_exact_cap(&self, cap: usize) -> Option<Arc<dyn crate::kernel::KernelAggregate>> {
-        Some(Arc::new(self.capped(cap)))
-    }
-});
 
 impl AggregateUDFImpl for CalibrationSlope {
     kernel_udaf_common!();

@@ -13,20 +13,18 @@
 //! The state is `points`'s with the score p: exact up to the exact cap; past it each
 //! grid cell's rows share the cell's mean p.
 
-use std::sync::Arc;
-
 use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion_common::{plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation};
 use datafusion_macros::user_doc;
 
-use super::points::{Out, PointsKernel, Score, DEFAULT_CAP};
+use super::points::{points_aggregate, Out, PointsKernel, Score};
 use super::{f64_struct_array, f64_struct_fields};
 use crate::common::{args, literal, weight_col, Arg, CallShape};
 use crate::fit::{pav, FitState};
-use crate::kernel::{kernel_aggregate, kernel_udaf_common};
+use crate::kernel::kernel_udaf_common;
 
 #[user_doc(
     doc_section(label = "Calibration Tests"),
@@ -64,38 +62,12 @@ const OUT: [&str; 4] = ["score", "miscalibration", "discrimination", "uncertaint
 /// The scoring rule decomposed: `'brier'` or `'logloss'`.
 const SCORE_RULE: Arg = Arg::lit_str("score").or("'brier'");
 
-/// `calibration_decomposition`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct CalibrationDecomposition {
-    signature: Signature,
-    /// Distinct scores kept exactly per group; `None`: the default.
-    exact_cap: Option<usize>,
-}
-
-impl Default for CalibrationDecomposition {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+points_aggregate!(
+    /// `calibration_decomposition`.
+    CalibrationDecomposition
+);
 
 impl CalibrationDecomposition {
-    pub fn new() -> Self {
-        let mut f = Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            exact_cap: None,
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    /// This aggregate with `cap` distinct scores kept exactly.
-    pub(crate) fn capped(&self, cap: usize) -> Self {
-        Self {
-            signature: self.signature.clone(),
-            exact_cap: Some(cap),
-        }
-    }
-
     fn shape(&self) -> CallShape {
         CallShape {
             name: "calibration_decomposition",
@@ -126,16 +98,10 @@ impl CalibrationDecomposition {
             Score::P,
             weight_col(args.exprs, 3),
             Out::Decomposition { logloss },
-            self.exact_cap.unwrap_or(DEFAULT_CAP),
+            self.cap(),
         ))
     }
 }
-
-kernel_aggregate!(CalibrationDecomposition, false, {
-    fn with_exact_cap(&self, cap: usize) -> Option<Arc<dyn crate::kernel::KernelAggregate>> {
-        Some(Arc::new(self.capped(cap)))
-    }
-});
 
 impl AggregateUDFImpl for CalibrationDecomposition {
     kernel_udaf_common!();

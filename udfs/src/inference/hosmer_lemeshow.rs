@@ -23,13 +23,13 @@ use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::{plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation};
 use datafusion_macros::user_doc;
 
-use super::points::{Out, PointsKernel, Score, DEFAULT_CAP};
+use super::points::{points_aggregate, Out, PointsKernel, Score};
 use crate::common::{args, literal, literal_f64, Arg, CallShape};
 use crate::fit::FitState;
-use crate::kernel::{kernel_aggregate, kernel_udaf_common};
+use crate::kernel::kernel_udaf_common;
 use crate::stats::chi_square_sf;
 
 /// Default number of groups (R's `hoslem.test` default `g = 10`).
@@ -75,38 +75,12 @@ fn out_fields() -> Fields {
 /// The number of groups (`g` of `hoslem.test`).
 const N_GROUPS: Arg = Arg::lit_int("n_groups").or("10");
 
-/// `hosmer_lemeshow`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct HosmerLemeshow {
-    signature: Signature,
-    /// Distinct scores kept exactly per group; `None`: the default.
-    exact_cap: Option<usize>,
-}
-
-impl Default for HosmerLemeshow {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+points_aggregate!(
+    /// `hosmer_lemeshow`.
+    HosmerLemeshow
+);
 
 impl HosmerLemeshow {
-    pub fn new() -> Self {
-        let mut f = Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            exact_cap: None,
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    /// This aggregate with `cap` distinct scores kept exactly.
-    pub(crate) fn capped(&self, cap: usize) -> Self {
-        Self {
-            signature: self.signature.clone(),
-            exact_cap: Some(cap),
-        }
-    }
-
     fn shape(&self) -> CallShape {
         CallShape {
             name: "hosmer_lemeshow",
@@ -135,16 +109,10 @@ impl HosmerLemeshow {
             Score::P,
             None,
             Out::HosmerLemeshow { groups },
-            self.exact_cap.unwrap_or(DEFAULT_CAP),
+            self.cap(),
         ))
     }
 }
-
-kernel_aggregate!(HosmerLemeshow, false, {
-    fn with_exact_cap(&self, cap: usize) -> Option<Arc<dyn crate::kernel::KernelAggregate>> {
-        Some(Arc::new(self.capped(cap)))
-    }
-});
 
 impl AggregateUDFImpl for HosmerLemeshow {
     kernel_udaf_common!();

@@ -162,3 +162,60 @@ impl Kernel for PointsKernel {
         self.inner.size()
     }
 }
+
+/// Declares a point-keeping aggregate `$t`: its struct (signature, exact cap), `new`, `capped`,
+/// `cap` and its `KernelAggregate` form, whose exact cap is the `calibsql.fit_exact_cap`
+/// setting. The type's own `impl` supplies `shape()` and `kernel()`.
+macro_rules! points_aggregate {
+    ($(#[$doc:meta])* $t:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, PartialEq, Eq, Hash)]
+        pub struct $t {
+            signature: datafusion_expr::Signature,
+            /// Distinct scores kept exactly per group; `None`: the default.
+            exact_cap: Option<usize>,
+        }
+
+        impl Default for $t {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl $t {
+            pub fn new() -> Self {
+                let mut f = Self {
+                    signature: datafusion_expr::Signature::user_defined(
+                        datafusion_expr::Volatility::Immutable,
+                    ),
+                    exact_cap: None,
+                };
+                f.signature = f.shape().signature();
+                f
+            }
+
+            /// This aggregate with `cap` distinct scores kept exactly.
+            pub(crate) fn capped(&self, cap: usize) -> Self {
+                Self {
+                    signature: self.signature.clone(),
+                    exact_cap: Some(cap),
+                }
+            }
+
+            /// Distinct scores kept exactly per group.
+            fn cap(&self) -> usize {
+                self.exact_cap.unwrap_or($crate::inference::points::DEFAULT_CAP)
+            }
+        }
+
+        $crate::kernel::kernel_aggregate!($t, false, {
+            fn with_exact_cap(
+                &self,
+                cap: usize,
+            ) -> Option<std::sync::Arc<dyn $crate::kernel::KernelAggregate>> {
+                Some(std::sync::Arc::new(self.capped(cap)))
+            }
+        });
+    };
+}
+pub(crate) use points_aggregate;
