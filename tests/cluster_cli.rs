@@ -349,7 +349,10 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
     assert!(lines.starts_with("{\"site_id\":"), "{lines}");
 
     // The calibration report runs its queries on the cluster and finds the local numbers.
-    let report_sql = "SELECT p_model AS p, click AS y, day, site_id, 'ctr' AS model FROM t";
+    // Two models with an event id: the paired comparison's join runs on the cluster too.
+    let report_sql = "SELECT p_model AS p, click AS y, day, site_id, row_id AS key, 'ctr' AS model \
+                      FROM t UNION ALL SELECT sigmoid(score), click, day, site_id, row_id, 'ranker' \
+                      FROM t";
     let report = |remote: bool, name: &str| -> serde_json::Value {
         let json = data.path().join(format!("{name}.json"));
         let html = data.path().join(format!("{name}.html"));
@@ -376,6 +379,13 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
         "auc",
         "brier",
         "ratio",
+        "ece_lower",
+        "ece_upper",
+        "auc_lower",
+        "spiegelhalter_z",
+        "slope",
+        "citl_se",
+        "miscalibration",
     ] {
         let (a, b) = (l[key].as_f64().unwrap(), r[key].as_f64().unwrap());
         assert!(
@@ -383,6 +393,25 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
             "{key}: {a} vs {b}"
         );
     }
+    let (l, r) = (
+        &local_report["comparisons"][0],
+        &remote_report["comparisons"][0],
+    );
+    assert_eq!(l["rows"], r["rows"]);
+    for key in [
+        "ece_diff",
+        "ece_diff_lower",
+        "ece_diff_upper",
+        "auc_diff",
+        "auc_p_value",
+    ] {
+        let (a, b) = (l[key].as_f64().unwrap(), r[key].as_f64().unwrap());
+        assert!(
+            (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+            "comparison {key}: {a} vs {b}"
+        );
+    }
+    let (l, r) = (&local_report["models"][0], &remote_report["models"][0]);
     assert_eq!(
         l["daily"].as_array().unwrap().len(),
         r["daily"].as_array().unwrap().len()

@@ -51,7 +51,7 @@ def test_report_data_matches_numpy(report: calibsql.Report, logs: Path) -> None:
     p_ranker = 1.0 / (1.0 + np.exp(-table["score"].to_numpy(dtype=float)))
     y = table["click"].to_numpy(dtype=float)
     data = report.data
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert [m["model"] for m in data["models"]] == ["ctr", "ranker"]
     for model, p in zip(data["models"], (p_ctr, p_ranker)):
         assert model["rows"] == len(y)

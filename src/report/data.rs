@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 /// Version of the JSON layout; raised when a field changes meaning or goes away.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything a report holds.
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +35,9 @@ pub struct ReportData {
     pub columns: Columns,
     /// One entry per `model` value (one entry `model: null` without a `model` column).
     pub models: Vec<ModelData>,
+    /// Paired comparisons of the model with the lowest ECE against each other model, on the
+    /// rows they share by `key` (needs a `key` column and no `w`).
+    pub comparisons: Vec<Comparison>,
     /// What could not be computed, and why, for the whole report.
     pub notes: Vec<String>,
     /// The SQL that produced every number, by section.
@@ -60,6 +63,8 @@ pub struct Columns {
     pub model: bool,
     pub w: bool,
     pub day: bool,
+    /// A row id (`key`): the ECE's bootstrap interval and the paired comparison use it.
+    pub key: bool,
 }
 
 /// One model's numbers.
@@ -79,6 +84,9 @@ pub struct ModelData {
     pub ratio_upper: Option<f64>,
     /// `ece(p, y, bins, 'uniform' [, w])`: with the default 15 bins, `ece(p, y)`.
     pub ece: Option<f64>,
+    /// `ece_interval(p, y, key, bins, 'uniform', level)`'s bounds (a `key` column, no `w`).
+    pub ece_lower: Option<f64>,
+    pub ece_upper: Option<f64>,
     /// `ece(p, y, bins, 'quantile' [, w])`.
     pub ece_quantile: Option<f64>,
     /// `mce(p, y, bins, strategy [, w])`.
@@ -87,6 +95,25 @@ pub struct ModelData {
     pub normalized_entropy: Option<f64>,
     pub brier: Option<f64>,
     pub auc: Option<f64>,
+    /// `auc_interval(p, y, level)`'s DeLong bounds (unweighted: not with `w`).
+    pub auc_lower: Option<f64>,
+    pub auc_upper: Option<f64>,
+    /// `spiegelhalter(p, y [, w])`.
+    pub spiegelhalter_z: Option<f64>,
+    pub spiegelhalter_p: Option<f64>,
+    /// `calibration_slope(p, y [, w])`: the logistic recalibration's intercept and slope,
+    /// calibration-in-the-large, and their standard errors.
+    pub intercept: Option<f64>,
+    pub intercept_se: Option<f64>,
+    pub slope: Option<f64>,
+    pub slope_se: Option<f64>,
+    pub citl: Option<f64>,
+    pub citl_se: Option<f64>,
+    /// `calibration_decomposition(p, y, 'brier' [, w])`: the CORP decomposition of the Brier
+    /// score, `brier = miscalibration − discrimination + uncertainty`.
+    pub miscalibration: Option<f64>,
+    pub discrimination: Option<f64>,
+    pub uncertainty: Option<f64>,
     /// `field_rce(p, y, field [, 0.01, w])` per `--field`.
     pub field_rce: BTreeMap<String, Option<f64>>,
     /// What `reliability(p, y, bins, strategy [, w])` returns, bin by bin.
@@ -169,8 +196,34 @@ pub struct Segment {
     pub ratio: Option<f64>,
     pub ratio_lower: Option<f64>,
     pub ratio_upper: Option<f64>,
-    /// The ratio's interval leaves out 1.
+    /// `field_bias(p, y, field [, w])`'s Holm-adjusted p-value of this value (`None` for
+    /// "other").
+    pub p_adjusted: Option<f64>,
+    /// `p_adjusted < 1 − level`: the value's miscalibration is real at that family-wise
+    /// error rate over the field's values.
     pub significant: bool,
+}
+
+/// Two models compared on the rows they share by `key`: `ece_diff_interval` (the paired
+/// Poisson bootstrap) and `auc_test` (DeLong's paired test).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub model_a: Option<String>,
+    pub model_b: Option<String>,
+    /// Rows whose key both models have.
+    pub rows: i64,
+    /// Of those, rows whose labels differ between the two (`y` of `model_a` is used).
+    pub label_mismatches: i64,
+    /// `ece(a) − ece(b)` and its interval.
+    pub ece_diff: Option<f64>,
+    pub ece_diff_lower: Option<f64>,
+    pub ece_diff_upper: Option<f64>,
+    pub auc_a: Option<f64>,
+    pub auc_b: Option<f64>,
+    pub auc_diff: Option<f64>,
+    pub auc_se: Option<f64>,
+    pub auc_z: Option<f64>,
+    pub auc_p_value: Option<f64>,
 }
 
 /// One SQL statement the report ran.

@@ -79,7 +79,7 @@ fn num(value: Option<f64>) -> String {
     match value {
         None => "n/a".to_string(),
         Some(0.0) => "0".to_string(),
-        Some(v) if v.abs() >= 1e6 => format!("{v:.3e}"),
+        Some(v) if v.abs() >= 1e6 || v.abs() < 1e-4 => format!("{v:.3e}"),
         Some(v) if v.abs() >= 1e4 => format!("{v:.0}"),
         Some(v) => {
             let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 10) as usize;
@@ -146,13 +146,36 @@ fn headline_rows(data: &ReportData) -> Vec<HeadlineRow> {
         value: Box::new(value),
         interval: None,
     };
+    let with_interval =
+        |label: &str, value: fn(&ModelData) -> Option<f64>, interval: Interval| HeadlineRow {
+            label: label.to_string(),
+            value: Box::new(value),
+            interval: Some(interval),
+        };
+    // A coefficient with its Wald interval: estimate ± z · standard error.
+    let wald =
+        |label: &str, value: fn(&ModelData) -> Option<f64>, se: fn(&ModelData) -> Option<f64>| {
+            let z = normal_quantile_of_level();
+            with_interval(
+                label,
+                value,
+                Box::new(move |m| match (value(m), se(m)) {
+                    (Some(v), Some(s)) => (Some(v - z * s), Some(v + z * s)),
+                    _ => (None, None),
+                }),
+            )
+        };
     let mut rows = vec![
-        HeadlineRow {
-            label: "Calibration ratio Σp / Σy".to_string(),
-            value: Box::new(|m| m.ratio),
-            interval: Some(Box::new(|m| (m.ratio_lower, m.ratio_upper))),
-        },
-        row("ECE (uniform bins)", |m| m.ece),
+        with_interval(
+            "Calibration ratio Σp / Σy",
+            |m| m.ratio,
+            Box::new(|m| (m.ratio_lower, m.ratio_upper)),
+        ),
+        with_interval(
+            "ECE (uniform bins)",
+            |m| m.ece,
+            Box::new(|m| (m.ece_lower, m.ece_upper)),
+        ),
         row("ECE (equal-mass bins)", |m| m.ece_quantile),
         row("MCE", |m| m.mce),
     ];
@@ -168,9 +191,22 @@ fn headline_rows(data: &ReportData) -> Vec<HeadlineRow> {
         row("Log loss", |m| m.logloss),
         row("Normalized entropy", |m| m.normalized_entropy),
         row("Brier score", |m| m.brier),
-        row("AUC", |m| m.auc),
+        with_interval("AUC", |m| m.auc, Box::new(|m| (m.auc_lower, m.auc_upper))),
+        row("Spiegelhalter z", |m| m.spiegelhalter_z),
+        row("Spiegelhalter p-value", |m| m.spiegelhalter_p),
+        wald("Calibration intercept", |m| m.intercept, |m| m.intercept_se),
+        wald("Calibration slope", |m| m.slope, |m| m.slope_se),
+        wald("Calibration-in-the-large", |m| m.citl, |m| m.citl_se),
+        row("Miscalibration (CORP, Brier)", |m| m.miscalibration),
+        row("Discrimination (CORP, Brier)", |m| m.discrimination),
+        row("Uncertainty (CORP, Brier)", |m| m.uncertainty),
     ]);
     rows
+}
+
+/// Φ⁻¹((1 + level) / 2) of the report's level (95%: 1.96).
+fn normal_quantile_of_level() -> f64 {
+    calibsql_udfs::stats::normal_quantile((1.0 + super::LEVEL) / 2.0)
 }
 
 /// The whole page.
@@ -278,7 +314,9 @@ pub fn render(data: &ReportData, axis: Axis) -> anyhow::Result<String> {
                         p {
                             "Per field, the values ranked by weight × |ratio − 1| (values without a positive, whose ratio is undefined, last), the top "
                             (data.parameters.top_segments) " and the rest pooled as “other”. "
-                            "Significant: the 95% Wilson interval of the ratio leaves out 1 (not adjusted for the number of values)."
+                            "Ratio interval: the 95% Wilson interval of the observed rate. Significant: field_bias's Holm-adjusted p-value "
+                            "(over all the field's values, Wilson z) is below 0.05, so the value's miscalibration is real at a 5% family-wise error rate; "
+                            "“other” pools values and has no test."
                         }
                     }
                     @for model in &data.models {
@@ -394,6 +432,50 @@ fn headline(data: &ReportData) -> Markup {
                         }
                     }
                 }
+                p.muted {
+                    "In brackets: 95% intervals. Ratio: Wilson interval of the observed rate; ECE: Poisson bootstrap over the rows' key "
+                    "(ece_interval, only with a key column and no w); AUC: DeLong (auc_interval, unweighted: not with w); "
+                    "intercept, slope and calibration-in-the-large (calibration_slope): estimate ± 1.96 standard errors, perfect at 0, 1 and 0. "
+                    "Spiegelhalter's test (spiegelhalter): a small p-value says the predictions are miscalibrated. "
+                    "CORP decomposition (calibration_decomposition): Brier score = miscalibration − discrimination + uncertainty."
+                }
+                @if !data.comparisons.is_empty() {
+                    h3 { "Paired comparison" }
+                    p {
+                        "The model with the lowest ECE against each other model, on the rows they share by key: the ECE difference with its paired "
+                        "Poisson-bootstrap 95% interval (ece_diff_interval: an interval that leaves out 0 is a real difference) and DeLong's paired "
+                        "test of the AUCs (auc_test)."
+                    }
+                    (comparison_table(data))
+                }
+            }
+        }
+    }
+}
+
+fn comparison_table(data: &ReportData) -> Markup {
+    let name = |m: &Option<String>| m.clone().unwrap_or_default();
+    html! {
+        table.sortable {
+            thead { tr {
+                th { "model A" } th { "model B" } th { "rows" } th { "ECE A − B" } th { "95% interval" }
+                th { "AUC A" } th { "AUC B" } th { "AUC A − B" } th { "z" } th { "p-value" }
+            } }
+            tbody {
+                @for c in &data.comparisons {
+                    tr {
+                        td { (name(&c.model_a)) }
+                        td { (name(&c.model_b)) }
+                        td data-v=(c.rows) { (count(c.rows)) }
+                        td data-v=(key(c.ece_diff)) { (num(c.ece_diff)) }
+                        td { (interval(c.ece_diff_lower, c.ece_diff_upper)) }
+                        td data-v=(key(c.auc_a)) { (num(c.auc_a)) }
+                        td data-v=(key(c.auc_b)) { (num(c.auc_b)) }
+                        td data-v=(key(c.auc_diff)) { (num(c.auc_diff)) }
+                        td data-v=(key(c.auc_z)) { (num(c.auc_z)) }
+                        td data-v=(key(c.auc_p_value)) { (num(c.auc_p_value)) }
+                    }
+                }
             }
         }
     }
@@ -465,7 +547,7 @@ fn segment_table(field: &super::data::FieldSegments) -> Markup {
         table.sortable {
             thead { tr {
                 th { "value" } th { "rows" } th { "weight" } th { "ratio" } th { "95% interval" }
-                th { "significant" }
+                th { "Holm-adjusted p" } th { "significant" }
             } }
             tbody {
                 @for s in &field.segments {
@@ -479,6 +561,7 @@ fn segment_table(field: &super::data::FieldSegments) -> Markup {
                         td data-v=(key(s.weight)) { (num(s.weight)) }
                         td data-v=(key(s.ratio)) { (num(s.ratio)) }
                         td { (interval(s.ratio_lower, s.ratio_upper)) }
+                        td data-v=(key(s.p_adjusted)) { (num(s.p_adjusted)) }
                         td class=[s.significant.then_some("sig")] { @if s.significant { "yes" } @else { "no" } }
                     }
                 }
@@ -501,6 +584,12 @@ fn appendix(data: &ReportData, json: &str) -> Markup {
                 dt { "Field-RCE" } dd { "Per value of the field, |Σ w(y − p)| / (Σ w·y + 0.01·N) weighted by the value's share (field_rce())." }
                 dt { "Log loss, normalized entropy" } dd { "Mean −[y ln p + (1−y) ln(1−p)]; divided by the entropy of the base rate (below 1 beats predicting the base rate)." }
                 dt { "Brier, AUC" } dd { "Mean (y − p)²; the probability that a positive scores above a negative, ties one half." }
+                dt { "Spiegelhalter's test" } dd { "z = Σ w(y − p)(1 − 2p) / √(Σ w²(1 − 2p)² p(1 − p)), two-sided p-value (spiegelhalter(), as R rms::val.prob): a small p-value says the predictions are miscalibrated." }
+                dt { "Intercept, slope, calibration-in-the-large" } dd { "The logistic recalibration logit P(y) = a + b · logit(p): intercept a and slope b (perfect: 0 and 1); calibration-in-the-large: a with the slope fixed at 1 (calibration_slope(), as a binomial GLM); interval ± 1.96 standard errors." }
+                dt { "CORP decomposition" } dd { "The Brier score split by isotonic recalibration: miscalibration (what recalibrating would save), discrimination (what the recalibrated model gains over the base rate) and uncertainty (the base rate's score); Brier = miscalibration − discrimination + uncertainty (calibration_decomposition())." }
+                dt { "ECE and AUC intervals" } dd { "ECE: the 2.5% and 97.5% quantiles of 200 Poisson-bootstrap replicates whose row weights come from a hash of the row's key (ece_interval()); AUC: DeLong's interval (auc_interval())." }
+                dt { "Paired comparison" } dd { "On the rows two models share by key: the ECE difference with the same bootstrap weights for both (ece_diff_interval()), and DeLong's paired test of the AUCs (auc_test())." }
+                dt { "Segment significance" } dd { "Per value, the Wilson deviation score of the observed rate from the mean prediction and its two-sided p-value, Holm-adjusted over all the field's values (field_bias())." }
                 dt { "Status" }
                 dd {
                     "alert: |ratio − 1| > " (ALERT_RATIO) " with its interval leaving out 1, or the last day breaks the drift rule; "
@@ -534,6 +623,7 @@ mod tests {
         assert_eq!(num(Some(1.0)), "1.000");
         assert_eq!(num(Some(123456.7)), "123457");
         assert_eq!(num(Some(2.5e15)), "2.500e15");
+        assert_eq!(num(Some(1.019e-10)), "1.019e-10");
         assert_eq!(count(1234567), "1,234,567");
         assert_eq!(count(12), "12");
     }

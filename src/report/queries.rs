@@ -37,6 +37,11 @@ pub const LEVEL: f64 = 0.95;
 /// Segments listed per field before the rest is pooled.
 pub const TOP_SEGMENTS: u32 = 20;
 
+/// A SQL string literal (`'` doubled inside).
+fn literal(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
 /// A SQL identifier, quoted (`"` doubled inside).
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -108,7 +113,7 @@ pub async fn compute(
             section: format!("segments of {field}: field_values"),
             sql: scan_sql,
         });
-        read_segments(&batches, field, k, &mut models)?;
+        read_segments(&batches, &headline, field, k, &mut models)?;
     }
     if !options.fields.is_empty() {
         queries.push(Query {
@@ -132,6 +137,38 @@ pub async fn compute(
             sql: daily_sql,
         });
         read_daily(&batches, &mut models)?;
+    }
+
+    let mut comparisons = Vec::new();
+    if models.len() >= 2 {
+        if !columns.key {
+            notes.push(
+                "The query has no key column: the models are not compared pairwise (give each \
+                 event's id as key to get the paired ECE and AUC tests)."
+                    .to_string(),
+            );
+        } else if columns.w {
+            notes.push(
+                "The paired comparison and the ECE and AUC intervals are unweighted tests: with \
+                 a w column they are not shown."
+                    .to_string(),
+            );
+        } else {
+            let best = best_model(&models);
+            for other in models.iter().filter(|m| m.model != best) {
+                let (Some(a), Some(b)) = (best.as_deref(), other.model.as_deref()) else {
+                    continue;
+                };
+                let sql = plan.comparison_sql(a, b);
+                let what = format!("the comparison of {a} with {b}");
+                let batches = run(ctx, &plan.with_input(&sql), &what).await?;
+                queries.push(Query {
+                    section: format!("comparison: {a} with {b}"),
+                    sql,
+                });
+                comparisons.push(read_comparison(&batches, a, b));
+            }
+        }
     }
 
     for model in &mut models {
@@ -176,6 +213,7 @@ pub async fn compute(
         time_range,
         columns,
         models,
+        comparisons,
         notes,
         queries,
     })
@@ -219,7 +257,7 @@ fn check_columns(schema: &Schema, options: &ReportOptions) -> anyhow::Result<Col
     if !missing.is_empty() {
         bail!(
             "report: the query must return the columns p (probability) and y (label), and \
-             optionally model, w, day and the --field columns; it has no {} (it returns {})",
+             optionally model, w, day, key and the --field columns; it has no {} (it returns {})",
             missing.join(" or "),
             names()
         );
@@ -231,14 +269,15 @@ fn check_columns(schema: &Schema, options: &ReportOptions) -> anyhow::Result<Col
                 names()
             );
         }
-        if ["p", "y", "w", "model", "day"].contains(&field.as_str()) {
-            bail!("report: --field {field}: p, y, w, model and day cannot be a field");
+        if ["p", "y", "w", "model", "day", "key"].contains(&field.as_str()) {
+            bail!("report: --field {field}: p, y, w, model, day and key cannot be a field");
         }
     }
     Ok(Columns {
         model: has("model"),
         w: has("w"),
         day: has("day"),
+        key: has("key"),
     })
 }
 
@@ -252,6 +291,7 @@ struct Plan {
     /// `, w` when the query has weights (aggregates taking `w` last).
     w: &'static str,
     has_w: bool,
+    has_key: bool,
     bins: u32,
     strategy: &'static str,
     fields: Vec<String>,
@@ -282,6 +322,9 @@ impl Plan {
             format!("{model} AS model"),
             day,
         ];
+        if columns.key {
+            select.push("key".to_string());
+        }
         for (k, field) in options.fields.iter().enumerate() {
             select.push(format!("{} AS f{k}", ident(field)));
         }
@@ -299,6 +342,7 @@ impl Plan {
             usable: usable.to_string(),
             w: if columns.w { ", w" } else { "" },
             has_w: columns.w,
+            has_key: columns.key,
             bins: options.bins,
             strategy: options.strategy.sql(),
             fields: options.fields.clone(),
@@ -352,13 +396,28 @@ impl Plan {
             format!("logloss(p, y{logloss_w}) AS logloss"),
             format!("normalized_entropy(p, y{w}) AS normalized_entropy"),
             format!("brier(p, y{w}) AS brier"),
-            format!("auc(p, y{w}) AS auc"),
             format!("reliability(p, y, {bins}, '{strategy}'{w}) AS reliability"),
+            format!("spiegelhalter(p, y{w}) AS spiegelhalter"),
+            format!("calibration_slope(p, y{w}) AS slope"),
+            format!("calibration_decomposition(p, y, 'brier'{w}) AS decomposition"),
             "CAST(min(day) AS VARCHAR) AS first_day".to_string(),
             "CAST(max(day) AS VARCHAR) AS last_day".to_string(),
         ];
+        // DeLong's interval and the bootstrap are unweighted: with `w`, AUC alone (weighted).
+        // Without, `auc_interval` gives `auc(p, y)` (the same ranks) and its interval at once.
+        if self.has_w {
+            metrics.push("auc(p, y, w) AS auc".to_string());
+        } else {
+            metrics.push(format!("auc_interval(p, y, {LEVEL}) AS auc_ci"));
+            if self.has_key {
+                metrics.push(format!(
+                    "ece_interval(p, y, key, {bins}, 'uniform', {LEVEL}) AS ece_ci"
+                ));
+            }
+        }
         for k in 0..self.fields.len() {
             metrics.push(format!("field_rce(p, y, f{k}{rce_w}) AS field_rce_{k}"));
+            metrics.push(format!("field_bias(p, y, f{k}{w}) AS field_bias_{k}"));
         }
         format!(
             "SELECT *, sum_p / NULLIF(sum_y, 0) AS ratio,\n  \
@@ -368,6 +427,21 @@ impl Plan {
              AS rate_ci\n  FROM (SELECT model,\n  {}\n  FROM input GROUP BY model) AS m\n  \
              WHERE weight > 0) AS h\nORDER BY model",
             metrics.join(",\n  ")
+        )
+    }
+
+    /// Models `a` and `b` compared on the rows they share by `key`: the paired bootstrap of
+    /// the ECE difference and DeLong's paired test of the AUCs (`y` is `a`'s).
+    fn comparison_sql(&self, a: &str, b: &str) -> String {
+        let bins = self.bins;
+        format!(
+            "SELECT count(*) AS rows, count(*) FILTER (WHERE a.y <> b.y) AS label_mismatches,\n  \
+             ece_diff_interval(a.p, b.p, a.y, a.key, {bins}, 'uniform', {LEVEL}) AS ece_diff,\n  \
+             auc_test(a.p, b.p, a.y) AS auc_test\n\
+             FROM input AS a JOIN input AS b ON a.key = b.key\n\
+             WHERE a.model = {} AND b.model = {}",
+            literal(a),
+            literal(b)
         )
     }
 
@@ -557,6 +631,22 @@ impl<'a> Rows<'a> {
         Some(column.as_string::<i32>().value(i).to_string())
     }
 
+    /// The number `field` of the struct column `name`.
+    fn field_f64(&self, name: &str, field: &str, row: usize) -> Option<f64> {
+        let (batch, i) = self.locate(row)?;
+        let column = batch.column_by_name(name)?.as_struct_opt()?;
+        if column.is_null(i) {
+            return None;
+        }
+        let value = cast(
+            &column.column_by_name(field)?.slice(i, 1),
+            &DataType::Float64,
+        )
+        .ok()?;
+        let value = value.as_primitive::<Float64Type>();
+        (!value.is_null(0) && value.value(0).is_finite()).then(|| value.value(0))
+    }
+
     fn bool(&self, name: &str, row: usize) -> bool {
         self.column(name, row, &DataType::Boolean)
             .is_some_and(|(c, i)| c.as_boolean().value(i))
@@ -635,12 +725,29 @@ fn read_models(batches: &[RecordBatch], options: &ReportOptions) -> anyhow::Resu
             ratio_lower: rows.f64("ratio_lower", r),
             ratio_upper: rows.f64("ratio_upper", r),
             ece: rows.f64("ece", r),
+            ece_lower: rows.field_f64("ece_ci", "lower", r),
+            ece_upper: rows.field_f64("ece_ci", "upper", r),
             ece_quantile: rows.f64("ece_quantile", r),
             mce: rows.f64("mce", r),
             logloss: rows.f64("logloss", r),
             normalized_entropy: rows.f64("normalized_entropy", r),
             brier: rows.f64("brier", r),
-            auc: rows.f64("auc", r),
+            auc: rows
+                .f64("auc", r)
+                .or_else(|| rows.field_f64("auc_ci", "auc", r)),
+            auc_lower: rows.field_f64("auc_ci", "lower", r),
+            auc_upper: rows.field_f64("auc_ci", "upper", r),
+            spiegelhalter_z: rows.field_f64("spiegelhalter", "z", r),
+            spiegelhalter_p: rows.field_f64("spiegelhalter", "p_value", r),
+            intercept: rows.field_f64("slope", "intercept", r),
+            intercept_se: rows.field_f64("slope", "intercept_se", r),
+            slope: rows.field_f64("slope", "slope", r),
+            slope_se: rows.field_f64("slope", "slope_se", r),
+            citl: rows.field_f64("slope", "citl", r),
+            citl_se: rows.field_f64("slope", "citl_se", r),
+            miscalibration: rows.field_f64("decomposition", "miscalibration", r),
+            discrimination: rows.field_f64("decomposition", "discrimination", r),
+            uncertainty: rows.field_f64("decomposition", "uncertainty", r),
             field_rce,
             reliability: rows.bins("reliability", r)?,
             status: Status {
@@ -672,10 +779,12 @@ fn model_mut<'a>(models: &'a mut [ModelData], name: Option<&str>) -> Option<&'a 
 
 fn read_segments(
     batches: &[RecordBatch],
+    headline: &[RecordBatch],
     field: &str,
     k: usize,
     models: &mut [ModelData],
 ) -> anyhow::Result<()> {
+    let adjusted = field_bias_p_adjusted(headline, k)?;
     let rows = Rows::new(batches);
     for model in models.iter_mut() {
         model.segments.push(FieldSegments {
@@ -685,25 +794,111 @@ fn read_segments(
         });
     }
     for r in 0..rows.len() {
-        let Some(model) = model_mut(models, rows.string("model", r).as_deref()) else {
+        let name = rows.string("model", r);
+        let Some(model) = model_mut(models, name.as_deref()) else {
             continue;
         };
-        let (lower, upper) = (rows.f64("ratio_lower", r), rows.f64("ratio_upper", r));
+        let value = rows.string("value", r);
+        let other = rows.bool("other", r);
+        let p_adjusted = if other {
+            None
+        } else {
+            adjusted.get(&(name, value.clone())).copied().flatten()
+        };
         let segments = &mut model.segments[k];
         segments.values = rows.i64("distinct_values", r).unwrap_or(0);
         segments.segments.push(Segment {
-            value: rows.string("value", r),
-            other: rows.bool("other", r),
+            value,
+            other,
             values: rows.i64("n_values", r).unwrap_or(0),
             rows: rows.i64("rows", r).unwrap_or(0),
             weight: rows.f64("weight", r),
             ratio: rows.f64("ratio", r),
-            ratio_lower: lower,
-            ratio_upper: upper,
-            significant: lower.is_some_and(|l| l > 1.0) || upper.is_some_and(|u| u < 1.0),
+            ratio_lower: rows.f64("ratio_lower", r),
+            ratio_upper: rows.f64("ratio_upper", r),
+            p_adjusted,
+            significant: p_adjusted.is_some_and(|p| p < 1.0 - LEVEL),
         });
     }
     Ok(())
+}
+
+/// `field_bias`'s Holm-adjusted p-value by (model, value) from the headline's
+/// `field_bias_{k}` column.
+#[allow(clippy::type_complexity)]
+fn field_bias_p_adjusted(
+    headline: &[RecordBatch],
+    k: usize,
+) -> anyhow::Result<BTreeMap<(Option<String>, Option<String>), Option<f64>>> {
+    let name = format!("field_bias_{k}");
+    let mut adjusted = BTreeMap::new();
+    let rows = Rows::new(headline);
+    for r in 0..rows.len() {
+        let Some((batch, i)) = rows.locate(r) else {
+            continue;
+        };
+        let column = batch
+            .column_by_name(&name)
+            .with_context(|| format!("report: no column {name}"))?;
+        let lists = column.as_list::<i32>();
+        if lists.is_null(i) {
+            continue;
+        }
+        let items = lists.value(i);
+        let items = items.as_struct();
+        let values = cast(
+            items
+                .column_by_name("field")
+                .context("field_bias has no field")?,
+            &DataType::Utf8,
+        )?;
+        let values = values.as_string::<i32>();
+        let p = cast(
+            items
+                .column_by_name("p_adjusted")
+                .context("field_bias has no p_adjusted")?,
+            &DataType::Float64,
+        )?;
+        let p = p.as_primitive::<Float64Type>();
+        let model = rows.string("model", r);
+        for j in 0..items.len() {
+            let value = (!values.is_null(j)).then(|| values.value(j).to_string());
+            let p_adjusted = (!p.is_null(j) && p.value(j).is_finite()).then(|| p.value(j));
+            adjusted.insert((model.clone(), value), p_adjusted);
+        }
+    }
+    Ok(adjusted)
+}
+
+/// The model with the lowest ECE (the first in model order among equals; one without an ECE
+/// only when none has one).
+fn best_model(models: &[ModelData]) -> Option<String> {
+    models
+        .iter()
+        .min_by(|a, b| {
+            let key = |m: &ModelData| m.ece.unwrap_or(f64::INFINITY);
+            key(a).total_cmp(&key(b))
+        })
+        .and_then(|m| m.model.clone())
+}
+
+fn read_comparison(batches: &[RecordBatch], a: &str, b: &str) -> Comparison {
+    let rows = Rows::new(batches);
+    Comparison {
+        model_a: Some(a.to_string()),
+        model_b: Some(b.to_string()),
+        rows: rows.i64("rows", 0).unwrap_or(0),
+        label_mismatches: rows.i64("label_mismatches", 0).unwrap_or(0),
+        ece_diff: rows.field_f64("ece_diff", "diff", 0),
+        ece_diff_lower: rows.field_f64("ece_diff", "lower", 0),
+        ece_diff_upper: rows.field_f64("ece_diff", "upper", 0),
+        auc_a: rows.field_f64("auc_test", "auc_a", 0),
+        auc_b: rows.field_f64("auc_test", "auc_b", 0),
+        auc_diff: rows.field_f64("auc_test", "diff", 0),
+        auc_se: rows.field_f64("auc_test", "se", 0),
+        auc_z: rows.field_f64("auc_test", "z", 0),
+        auc_p_value: rows.field_f64("auc_test", "p_value", 0),
+    }
 }
 
 fn read_daily(batches: &[RecordBatch], models: &mut [ModelData]) -> anyhow::Result<()> {

@@ -119,7 +119,10 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
              normalized_entropy(p, y, w) AS normalized_entropy, brier(p, y, w) AS brier, \
              auc(p, y, w) AS auc, reliability(p, y, 15, 'uniform', w) AS reliability, \
              field_rce(p, y, site_id, 0.01, w) AS rce_site, field_rce(p, y, ad_type, 0.01, w) AS rce_ad, \
-             sum(w * p) / sum(w * y) AS ratio \
+             sum(w * p) / sum(w * y) AS ratio, spiegelhalter(p, y, w) AS spiegelhalter, \
+             calibration_slope(p, y, w) AS slope, \
+             calibration_decomposition(p, y, 'brier', w) AS decomposition, \
+             field_bias(p, y, site_id, w) AS bias_site \
              FROM ({QUERY}) GROUP BY model ORDER BY model"
         ),
     );
@@ -140,6 +143,53 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
         ] {
             assert_same(&got[key], &want[key], &format!("{name} {key}"));
         }
+        for (key, column, field) in [
+            ("spiegelhalter_z", "spiegelhalter", "z"),
+            ("spiegelhalter_p", "spiegelhalter", "p_value"),
+            ("intercept", "slope", "intercept"),
+            ("intercept_se", "slope", "intercept_se"),
+            ("slope", "slope", "slope"),
+            ("slope_se", "slope", "slope_se"),
+            ("citl", "slope", "citl"),
+            ("citl_se", "slope", "citl_se"),
+            ("miscalibration", "decomposition", "miscalibration"),
+            ("discrimination", "decomposition", "discrimination"),
+            ("uncertainty", "decomposition", "uncertainty"),
+        ] {
+            assert!(got[key].is_number(), "{name} {key}: {}", got[key]);
+            assert_same(&got[key], &want[column][field], &format!("{name} {key}"));
+        }
+        // Weighted: the unweighted bootstrap and DeLong intervals are left out.
+        for key in ["ece_lower", "ece_upper", "auc_lower", "auc_upper"] {
+            assert!(got[key].is_null(), "{name} {key}");
+        }
+        // Segments: each listed value's Holm-adjusted p-value is field_bias's.
+        let bias: std::collections::HashMap<&str, &Value> = want["bias_site"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["field"].as_str().unwrap(), &b["p_adjusted"]))
+            .collect();
+        let site = &got["segments"][0];
+        assert_eq!(site["field"], "site_id");
+        let mut significant = 0;
+        for segment in site["segments"].as_array().unwrap() {
+            if segment["other"] == true {
+                assert!(segment["p_adjusted"].is_null());
+                continue;
+            }
+            let value = segment["value"].as_str().unwrap();
+            assert_same(
+                &segment["p_adjusted"],
+                bias[value],
+                &format!("{name} {value}"),
+            );
+            let p = segment["p_adjusted"].as_f64().unwrap();
+            assert_eq!(segment["significant"], p < 0.05, "{name} {value}");
+            significant += (p < 0.05) as usize;
+        }
+        // The generator's Zipf sites with a biased model: some values are really off.
+        assert!(significant > 0, "{name}: no significant site");
         assert_same(&got["field_rce"]["site_id"], &want["rce_site"], "rce site");
         assert_same(&got["field_rce"]["ad_type"], &want["rce_ad"], "rce ad");
         let (bins, want_bins) = (
@@ -226,6 +276,122 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
     );
     assert!(!html.contains("https://"));
     assert!(html.contains("Content-Security-Policy"));
+    // Two weighted models with no key: no paired comparison, and the page says why.
+    assert_eq!(json["comparisons"], Value::Array(vec![]));
+    assert!(
+        json["notes"][0].as_str().unwrap().contains("no key column"),
+        "{}",
+        json["notes"]
+    );
+}
+
+/// Two unweighted models with an event id: the ECE's bootstrap interval, DeLong's AUC interval
+/// and the paired comparison, against the same functions in separate queries.
+#[test]
+fn report_with_a_key_holds_intervals_and_the_paired_comparison() {
+    let dir = TempDir::new().unwrap();
+    generated(dir.path());
+    let sql = "SELECT p_model AS p, click AS y, row_id AS key, 'ctr' AS model FROM test \
+               UNION ALL SELECT sigmoid(score) AS p, click AS y, row_id AS key, 'ranker' AS model \
+               FROM test";
+    calibsql(dir.path())
+        .args([
+            "report",
+            "--table",
+            "test=data/test",
+            "-q",
+            "-o",
+            "r.html",
+            "--json",
+            "r.json",
+            "-c",
+            sql,
+        ])
+        .assert()
+        .success();
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let want = query(
+        dir.path(),
+        &format!(
+            "SELECT model, ece(p, y) AS ece, ece_interval(p, y, key, 15, 'uniform', 0.95) AS ece_ci, \
+             auc(p, y) AS auc, auc_interval(p, y, 0.95) AS auc_ci \
+             FROM ({sql}) GROUP BY model ORDER BY model"
+        ),
+    );
+    let models = json["models"].as_array().unwrap();
+    for (got, want) in models.iter().zip(&want) {
+        let name = want["model"].as_str().unwrap();
+        assert_same(&got["ece"], &want["ece"], &format!("{name} ece"));
+        assert_same(
+            &got["ece_lower"],
+            &want["ece_ci"]["lower"],
+            &format!("{name} ece_lower"),
+        );
+        assert_same(
+            &got["ece_upper"],
+            &want["ece_ci"]["upper"],
+            &format!("{name} ece_upper"),
+        );
+        assert_same(&got["auc"], &want["auc"], &format!("{name} auc"));
+        assert_same(
+            &got["auc_lower"],
+            &want["auc_ci"]["lower"],
+            &format!("{name} auc_lower"),
+        );
+        assert_same(
+            &got["auc_upper"],
+            &want["auc_ci"]["upper"],
+            &format!("{name} auc_upper"),
+        );
+        let (lower, upper) = (
+            got["ece_lower"].as_f64().unwrap(),
+            got["ece_upper"].as_f64().unwrap(),
+        );
+        assert!(lower < upper, "{name}: [{lower}, {upper}]");
+    }
+    // The model with the lower ECE is model_a.
+    let ece = |k: usize| want[k]["ece"].as_f64().unwrap();
+    let (a, b) = if ece(0) <= ece(1) {
+        ("ctr", "ranker")
+    } else {
+        ("ranker", "ctr")
+    };
+    let comparisons = json["comparisons"].as_array().unwrap();
+    assert_eq!(comparisons.len(), 1);
+    let got = &comparisons[0];
+    assert_eq!(
+        (got["model_a"].as_str(), got["model_b"].as_str()),
+        (Some(a), Some(b))
+    );
+    let want = query(
+        dir.path(),
+        &format!(
+            "SELECT count(*) AS rows, ece_diff_interval(a.p, b.p, a.y, a.key, 15, 'uniform', 0.95) AS d, \
+             auc_test(a.p, b.p, a.y) AS t \
+             FROM ({sql}) AS a JOIN ({sql}) AS b ON a.key = b.key \
+             WHERE a.model = '{a}' AND b.model = '{b}'"
+        ),
+    );
+    let want = &want[0];
+    assert_eq!(got["rows"], want["rows"]);
+    assert_eq!(got["label_mismatches"], 0);
+    for (key, column, field) in [
+        ("ece_diff", "d", "diff"),
+        ("ece_diff_lower", "d", "lower"),
+        ("ece_diff_upper", "d", "upper"),
+        ("auc_a", "t", "auc_a"),
+        ("auc_b", "t", "auc_b"),
+        ("auc_diff", "t", "diff"),
+        ("auc_se", "t", "se"),
+        ("auc_z", "t", "z"),
+        ("auc_p_value", "t", "p_value"),
+    ] {
+        assert!(got[key].is_number(), "{key}: {}", got[key]);
+        assert_same(&got[key], &want[column][field], key);
+    }
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(html.contains("Paired comparison"));
 }
 
 #[test]
