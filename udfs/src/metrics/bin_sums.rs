@@ -6,39 +6,77 @@
 //! follow (Σw = Σw² = count, Σ(y − p) = Σy − Σp), and the count and Σy are integers. So an
 //! unweighted kernel keeps 16 bytes a bin on its hot path instead of 48: the count and the
 //! positives packed in one u64, and Σp. That is what decides the speed of a `GROUP BY` with
-//! thousands of groups, where every row's bin is a cache miss (the profile of `site, ece(p,
-//! y) … GROUP BY site` over 5,000 sites: the row loop stalled on the load of the bin, 38 ns a
-//! row with 48-byte bins). The packed counts move to f64 sums before either half could reach
+//! thousands of groups, where every row's bin is a cache miss (docs/performance.md has the
+//! profile). The packed counts move to f64 sums before either half could reach
 //! 2^32; merged states go to those f64 sums directly.
 
 use crate::labels::Label;
 
-/// Per-bin sums: row count, Σw, Σw·p, Σw·y, Σw·(y − p), Σw².
-pub(crate) type BinStats = [f64; 6];
-pub(crate) const NSTATS: usize = 6;
-pub(crate) const CNT: usize = 0;
-pub(crate) const W: usize = 1;
-pub(crate) const WP: usize = 2;
-pub(crate) const WY: usize = 3;
-pub(crate) const WD: usize = 4;
-pub(crate) const WW: usize = 5;
-
-#[inline(always)]
-fn stats_of(p: f64, y: f64, w: f64) -> BinStats {
-    [1.0, w, w * p, w * y, w * (y - p), w * w]
+/// A bin's sums. The state of a fixed-edge binned metric is these six fields as six list
+/// columns, in this order ([`BinStats::to_array`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct BinStats {
+    /// Rows.
+    pub(crate) count: f64,
+    /// Σw.
+    pub(crate) w: f64,
+    /// Σw·p.
+    pub(crate) wp: f64,
+    /// Σw·y.
+    pub(crate) wy: f64,
+    /// Σw·(y − p).
+    pub(crate) wd: f64,
+    /// Σw².
+    pub(crate) ww: f64,
 }
 
-#[inline(always)]
-pub(crate) fn add(into: &mut BinStats, s: &BinStats) {
-    for k in 0..NSTATS {
-        into[k] += s[k];
+impl BinStats {
+    /// The number of sums: the state's columns.
+    pub(crate) const LEN: usize = 6;
+
+    #[inline(always)]
+    fn of_row(p: f64, y: f64, w: f64) -> Self {
+        Self {
+            count: 1.0,
+            w,
+            wp: w * p,
+            wy: w * y,
+            wd: w * (y - p),
+            ww: w * w,
+        }
     }
-}
 
-/// Adds a row of weight `w` to a bin.
-#[inline(always)]
-pub(crate) fn add_row(into: &mut BinStats, p: f64, y: f64, w: f64) {
-    add(into, &stats_of(p, y, w));
+    #[inline(always)]
+    pub(crate) fn add(&mut self, s: &BinStats) {
+        self.count += s.count;
+        self.w += s.w;
+        self.wp += s.wp;
+        self.wy += s.wy;
+        self.wd += s.wd;
+        self.ww += s.ww;
+    }
+
+    /// Adds a row of weight `w`.
+    #[inline(always)]
+    pub(crate) fn add_row(&mut self, p: f64, y: f64, w: f64) {
+        self.add(&Self::of_row(p, y, w));
+    }
+
+    /// The sums in the state's column order.
+    pub(crate) fn to_array(self) -> [f64; Self::LEN] {
+        [self.count, self.w, self.wp, self.wy, self.wd, self.ww]
+    }
+
+    pub(crate) fn from_array([count, w, wp, wy, wd, ww]: [f64; Self::LEN]) -> Self {
+        Self {
+            count,
+            w,
+            wp,
+            wy,
+            wd,
+            ww,
+        }
+    }
 }
 
 /// An unweighted bin on the hot path: `n` = count + positives·2^32, and Σp.
@@ -62,7 +100,14 @@ impl Hot {
     /// The full sums of an unweighted bin.
     fn stats(self) -> BinStats {
         let (count, positives) = ((self.n & (POSITIVE - 1)) as f64, (self.n >> 32) as f64);
-        [count, count, self.p, positives, positives - self.p, count]
+        BinStats {
+            count,
+            w: count,
+            wp: self.p,
+            wy: positives,
+            wd: positives - self.p,
+            ww: count,
+        }
     }
 }
 
@@ -136,12 +181,12 @@ impl BinSums {
                     hot.resize(n, Hot::default());
                 }
                 if !cold.is_empty() && cold.len() < n {
-                    cold.resize(n, [0.0; NSTATS]);
+                    cold.resize(n, BinStats::default());
                 }
             }
             Storage::Weighted(full) => {
                 if full.len() < n {
-                    full.resize(n, [0.0; NSTATS]);
+                    full.resize(n, BinStats::default());
                 }
             }
         }
@@ -186,10 +231,10 @@ impl BinSums {
         {
             if *unspilled + rows as u64 >= POSITIVE - 1 {
                 if cold.is_empty() {
-                    cold.resize(hot.len(), [0.0; NSTATS]);
+                    cold.resize(hot.len(), BinStats::default());
                 }
                 for (h, c) in hot.iter_mut().zip(cold.iter_mut()) {
-                    add(c, &h.stats());
+                    c.add(&h.stats());
                     *h = Hot::default();
                 }
                 *unspilled = 0;
@@ -205,7 +250,7 @@ impl BinSums {
             Storage::Unweighted { hot, cold, .. } => {
                 let mut s = hot[i].stats();
                 if let Some(c) = cold.get(i) {
-                    add(&mut s, c);
+                    s.add(c);
                 }
                 s
             }
@@ -219,11 +264,11 @@ impl BinSums {
         match &mut self.storage {
             Storage::Unweighted { hot, cold, .. } => {
                 if cold.is_empty() {
-                    cold.resize(hot.len(), [0.0; NSTATS]);
+                    cold.resize(hot.len(), BinStats::default());
                 }
-                add(&mut cold[i], s);
+                cold[i].add(s);
             }
-            Storage::Weighted(full) => add(&mut full[i], s),
+            Storage::Weighted(full) => full[i].add(s),
         }
     }
 
@@ -234,7 +279,7 @@ impl BinSums {
         let i = g * self.m + b;
         match &mut self.storage {
             Storage::Unweighted { hot, .. } => add_hot(&mut hot[i], p, y),
-            Storage::Weighted(full) => add_row(&mut full[i], p, y, w),
+            Storage::Weighted(full) => full[i].add_row(p, y, w),
         }
     }
 
@@ -263,12 +308,7 @@ impl BinSums {
             Storage::Weighted(full) => {
                 for (i, (&g, &pi)) in groups.iter().zip(p).enumerate() {
                     let (b, pi) = bin(pi);
-                    add_row(
-                        &mut full[g * m + b],
-                        pi,
-                        y[i].to_f64(),
-                        w.map_or(1.0, |w| w[i]),
-                    );
+                    full[g * m + b].add_row(pi, y[i].to_f64(), w.map_or(1.0, |w| w[i]));
                 }
             }
         }
@@ -308,11 +348,10 @@ impl BinSums {
                 }
             }
             Storage::Weighted(full) => {
-                let mut lanes = vec![[0.0; NSTATS]; WEIGHTED_LANES * m];
+                let mut lanes = vec![BinStats::default(); WEIGHTED_LANES * m];
                 for i in 0..p.len() {
                     let (b, pi) = bin(p[i]);
-                    add_row(
-                        &mut lanes[i % WEIGHTED_LANES * m + b],
+                    lanes[i % WEIGHTED_LANES * m + b].add_row(
                         pi,
                         y[i].to_f64(),
                         w.map_or(1.0, |w| w[i]),
@@ -320,7 +359,7 @@ impl BinSums {
                 }
                 for (b, into) in full[..m].iter_mut().enumerate() {
                     for k in 0..WEIGHTED_LANES {
-                        add(into, &lanes[k * m + b]);
+                        into.add(&lanes[k * m + b]);
                     }
                 }
             }
@@ -443,19 +482,19 @@ mod tests {
         let mut sums = BinSums::new(2, false);
         sums.resize(2);
         sums.reserve_rows(rows.len());
-        let mut expected = [[0.0; NSTATS]; 4];
+        let mut expected = [BinStats::default(); 4];
         for (g, &(p, y)) in rows.iter().enumerate() {
             let (g, b) = (g % 2, usize::from(p >= 0.5));
             sums.add_row(g, b, p, y, 1.0);
-            add_row(&mut expected[g * 2 + b], p, y, 1.0);
+            expected[g * 2 + b].add_row(p, y, 1.0);
         }
-        let weighted: BinStats = [2.0, 0.5, 0.2, 0.25, 0.05, 0.125];
+        let weighted = BinStats::from_array([2.0, 0.5, 0.2, 0.25, 0.05, 0.125]);
         sums.merge_bin(1, 0, &weighted);
-        add(&mut expected[2], &weighted);
+        expected[2].add(&weighted);
         for g in 0..2 {
             for b in 0..2 {
-                let (ours, want) = (sums.stats(g, b), expected[g * 2 + b]);
-                for k in 0..NSTATS {
+                let (ours, want) = (sums.stats(g, b).to_array(), expected[g * 2 + b].to_array());
+                for k in 0..BinStats::LEN {
                     assert!(
                         (ours[k] - want[k]).abs() < 1e-15,
                         "{g} {b} {k}: {ours:?} {want:?}"
@@ -477,8 +516,8 @@ mod tests {
             one.add_row(0, ((p[i] * 15.0) as usize).min(14), p[i], y[i], 1.0);
         }
         for b in 0..15 {
-            let (a, c) = (lanes.stats(0, b), one.stats(0, b));
-            for k in 0..NSTATS {
+            let (a, c) = (lanes.stats(0, b).to_array(), one.stats(0, b).to_array());
+            for k in 0..BinStats::LEN {
                 assert!((a[k] - c[k]).abs() <= 1e-12 * c[k].abs().max(1.0));
             }
         }
@@ -507,9 +546,9 @@ mod tests {
             unreachable!()
         };
         assert_eq!((hot[0].n, *unspilled), (0, 2));
-        assert_eq!(cold[0], [3.0, 3.0, 1.5, 2.0, 0.5, 3.0]);
+        assert_eq!(cold[0].to_array(), [3.0, 3.0, 1.5, 2.0, 0.5, 3.0]);
         sums.add_row(0, 0, 0.5, 1.0, 1.0);
-        assert_eq!(sums.stats(0, 0), [4.0, 4.0, 2.0, 3.0, 1.0, 4.0]);
+        assert_eq!(sums.stats(0, 0).to_array(), [4.0, 4.0, 2.0, 3.0, 1.0, 4.0]);
     }
 
     /// A batch with one bad row (p NaN, below 0 or above 1; label 2 or −1) adds nothing
@@ -550,7 +589,7 @@ mod tests {
                 sums.reserve_rows(p.len());
                 let added = sums.try_add_unweighted_one_group(bin, &p, &y);
                 assert!(!added, "{strategy:?} row {k}");
-                assert!((0..n).all(|b| sums.stats(0, b) == [0.0; NSTATS]));
+                assert!((0..n).all(|b| sums.stats(0, b) == BinStats::default()));
             }
             let mut p = good_p.clone();
             p[10] = -0.0;
@@ -564,8 +603,8 @@ mod tests {
                 one.add_row(0, b, pi, f64::from(good_y[i]), 1.0);
             }
             for b in 0..n {
-                let (a, c) = (sums.stats(0, b), one.stats(0, b));
-                for k in 0..NSTATS {
+                let (a, c) = (sums.stats(0, b).to_array(), one.stats(0, b).to_array());
+                for k in 0..BinStats::LEN {
                     let close = (a[k] - c[k]).abs() <= 1e-12 * c[k].abs().max(1.0);
                     assert!(close, "{strategy:?} {b} {k}");
                 }

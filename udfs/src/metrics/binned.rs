@@ -21,7 +21,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
-use super::bin_sums::{Bin, BinStats, BinSums, CNT, NSTATS, W, WD, WP, WW, WY};
+use super::bin_sums::{Bin, BinStats, BinSums};
 use super::binning::{uniform_bin, FixedBins, Strategy};
 use super::quantile_bins::quantile_bins;
 use crate::common::{
@@ -459,19 +459,19 @@ fn add_good_rows<Y: Label>(
 }
 
 fn total_weight(bins: &[Bin]) -> f64 {
-    bins.iter().map(|b| b.stats[W]).sum()
+    bins.iter().map(|b| b.stats.w).sum()
 }
 
 /// The non-empty bins' `|frac_pos − mean_p|`.
 fn gaps(bins: &[Bin]) -> impl Iterator<Item = f64> + '_ {
     bins.iter()
-        .filter(|b| b.stats[W] > 0.0)
-        .map(|b| b.stats[WD].abs() / b.stats[W])
+        .filter(|b| b.stats.w > 0.0)
+        .map(|b| b.stats.wd.abs() / b.stats.w)
 }
 
 fn ece_of(bins: &[Bin]) -> Option<f64> {
     let n = total_weight(bins);
-    (n > 0.0).then(|| bins.iter().map(|b| b.stats[WD].abs()).sum::<f64>() / n)
+    (n > 0.0).then(|| bins.iter().map(|b| b.stats.wd.abs()).sum::<f64>() / n)
 }
 
 fn mce_of(bins: &[Bin]) -> Option<f64> {
@@ -488,8 +488,8 @@ fn rmsce_of(bins: &[Bin]) -> Option<f64> {
     (n > 0.0).then(|| {
         let s: f64 = bins
             .iter()
-            .filter(|b| b.stats[W] > 0.0)
-            .map(|b| b.stats[WD] * b.stats[WD] / b.stats[W])
+            .filter(|b| b.stats.w > 0.0)
+            .map(|b| b.stats.wd * b.stats.wd / b.stats.w)
             .sum();
         (s / n).sqrt()
     })
@@ -504,7 +504,7 @@ fn reliability_array(groups: Vec<Vec<Bin>>, z: f64) -> Result<ArrayRef> {
     let (mut frac_lo, mut frac_hi) = (vec![], vec![]);
     for bins in &groups {
         // NULL like ece/mce when no row is usable or the total weight is 0.
-        let has_rows = bins.iter().any(|b| b.stats[W] > 0.0);
+        let has_rows = bins.iter().any(|b| b.stats.w > 0.0);
         valid.push(has_rows);
         if !has_rows {
             lens.push(0);
@@ -516,14 +516,14 @@ fn reliability_array(groups: Vec<Vec<Bin>>, z: f64) -> Result<ArrayRef> {
             bin.push(k as i32);
             lower.push(b.lower);
             upper.push(b.upper);
-            count.push(s[CNT] as i64);
-            weight.push(s[W]);
-            let nonempty = s[W] > 0.0;
-            let rate = s[WY] / s[W];
-            mean_p.push(nonempty.then(|| s[WP] / s[W]));
+            count.push(s.count as i64);
+            weight.push(s.w);
+            let nonempty = s.w > 0.0;
+            let rate = s.wy / s.w;
+            mean_p.push(nonempty.then(|| s.wp / s.w));
             frac_pos.push(nonempty.then_some(rate));
             // Kish effective size; equal to the count when every weight is 1.
-            let n_eff = s[W] * s[W] / s[WW];
+            let n_eff = s.w * s.w / s.ww;
             let interval = nonempty.then(|| wilson(rate.clamp(0.0, 1.0), n_eff, z));
             frac_lo.push(interval.map(|i| i.0));
             frac_hi.push(interval.map(|i| i.1));
@@ -603,10 +603,10 @@ impl Kernel for BinnedKernel {
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         if self.fixed.is_none() {
-            return self.values.merge(&states[NSTATS..], groups);
+            return self.values.merge(&states[BinStats::LEN..], groups);
         }
         let m = self.m;
-        let parts: Vec<(&[i32], &[f64])> = states[..NSTATS].iter().map(list_parts).collect();
+        let parts: Vec<(&[i32], &[f64])> = states[..BinStats::LEN].iter().map(list_parts).collect();
         for (r, &g) in groups.iter().enumerate() {
             let (start, end) = (parts[0].0[r] as usize, parts[0].0[r + 1] as usize);
             if end == start {
@@ -620,7 +620,7 @@ impl Kernel for BinnedKernel {
                 );
             }
             for b in 0..m {
-                let state: BinStats = std::array::from_fn(|k| parts[k].1[start + b]);
+                let state = BinStats::from_array(std::array::from_fn(|k| parts[k].1[start + b]));
                 self.sums.merge_bin(g, b, &state);
             }
         }
@@ -636,13 +636,13 @@ impl Kernel for BinnedKernel {
                 .flat_map(|g| (0..m).map(move |b| (g, b)))
                 .map(|(g, b)| self.sums.stats(g, b))
                 .collect();
-            let mut out: Vec<ArrayRef> = (0..NSTATS)
-                .map(|k| fixed_lists(bins.iter().map(|s| s[k]).collect(), m))
+            let mut out: Vec<ArrayRef> = (0..BinStats::LEN)
+                .map(|k| fixed_lists(bins.iter().map(|s| s.to_array()[k]).collect(), m))
                 .collect();
             out.extend((0..4).map(|_| empty_lists(n)));
             out
         } else {
-            let mut out: Vec<ArrayRef> = (0..NSTATS).map(|_| empty_lists(n)).collect();
+            let mut out: Vec<ArrayRef> = (0..BinStats::LEN).map(|_| empty_lists(n)).collect();
             out.extend(self.values.state(range));
             out
         })
@@ -652,7 +652,9 @@ impl Kernel for BinnedKernel {
         if self.fixed.is_some() {
             return self.state(range);
         }
-        let mut out: Vec<ArrayRef> = (0..NSTATS).map(|_| empty_lists(range.len())).collect();
+        let mut out: Vec<ArrayRef> = (0..BinStats::LEN)
+            .map(|_| empty_lists(range.len()))
+            .collect();
         out.extend(self.values.take_state(range));
         Ok(out)
     }

@@ -3,7 +3,7 @@
 //! between (two per edge, found by a selection, not a sort), then every row counted into its
 //! bin. Many unweighted rows take one pass instead (`quantile_pass`).
 
-use super::bin_sums::{self, sum_copies, Bin, CNT, COPIES, NSTATS, W, WD, WP, WW, WY};
+use super::bin_sums::{sum_copies, Bin, BinStats, COPIES};
 use super::binning::{quantile_edges, quantile_edges_unsorted};
 use super::quantile_pass::one_pass;
 use crate::values::Rows;
@@ -14,7 +14,7 @@ use crate::values::Rows;
 pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
     let mut out: Vec<Bin> = (0..m)
         .map(|_| Bin {
-            stats: [0.0; NSTATS],
+            stats: BinStats::default(),
             lower: None,
             upper: None,
         })
@@ -66,7 +66,7 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
                 b += 1;
             }
             let w = ws.get(i).copied().unwrap_or(1.0);
-            bin_sums::add_row(&mut out[b.min(m - 1)].stats, p, y, w);
+            out[b.min(m - 1)].stats.add_row(p, y, w);
         }
     }
     out
@@ -87,12 +87,12 @@ fn add_class_sums(out: &mut [Bin], edges: &[f64], sums: &[Vec<[f64; 2]>; 2]) {
         for (bin, &[count, sum_p]) in out.iter_mut().zip(class_sums) {
             let y_sum = count * c as f64;
             let s = &mut bin.stats;
-            s[CNT] += count;
-            s[W] += count;
-            s[WW] += count;
-            s[WP] += sum_p;
-            s[WY] += y_sum;
-            s[WD] += y_sum - sum_p;
+            s.count += count;
+            s.w += count;
+            s.ww += count;
+            s.wp += sum_p;
+            s.wy += y_sum;
+            s.wd += y_sum - sum_p;
         }
     }
 }
