@@ -11,10 +11,8 @@ use crate::model::{Model, ModelRef};
 use crate::scalars::sigmoid;
 
 use super::calibrator::{Calibrator, Settings};
-use super::parametric::beta_clip;
-use super::parametric::fit_parametric;
+use super::parametric::{beta_clip, positive_or_one, Prepared};
 use super::state::FitState;
-use super::Method;
 use datafusion_common::exec_err;
 
 #[user_doc(
@@ -59,7 +57,39 @@ impl Calibrator for Beta {
     }
 
     fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
-        fit_parametric(Method::Beta, st, m)
+        // f = c + a·ln p − b·ln(1−p), a, b ≥ 0; each feature in units of its root mean square.
+        let st = Prepared::new(st);
+        let features = |p: f64| {
+            let p = beta_clip(p);
+            [p.ln(), -(-p).ln_1p()]
+        };
+        let w: f64 = st.raw.iter().map(|x| x.1).sum();
+        let mut scale = [0.0; 2];
+        for &(s, a, _) in &st.raw {
+            let f = features(s);
+            for k in 0..2 {
+                scale[k] += a * f[k] * f[k];
+            }
+        }
+        let scale = scale.map(|v| positive_or_one((v / w).sqrt()));
+        let phi = |s: f64| {
+            let f = features(s);
+            [1.0, f[0] / scale[0], f[1] / scale[1]]
+        };
+        let cons = [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        let sol = st.minimise(phi, &cons, [st.c0, 0.0, 0.0]);
+        let [c, au, bu] = sol.theta;
+        let (a, b) = (au / scale[0], bu / scale[1]);
+        m.a = Some(a);
+        m.b = Some(b);
+        m.c = Some(c);
+        m.iterations = Some(sol.iterations);
+        m.converged = Some(sol.converged);
+        let raw_phi = |s: f64| {
+            let f = features(s);
+            [1.0, f[0], f[1]]
+        };
+        m.loss = Some(st.loss(raw_phi, &[c, a, b]));
     }
 
     fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {

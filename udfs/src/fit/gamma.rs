@@ -11,9 +11,11 @@ use crate::model::{Model, ModelRef};
 use crate::scalars::sigmoid;
 
 use super::calibrator::{Calibrator, Settings};
-use super::parametric::fit_parametric;
+use super::parametric::{positive_or_one, Prepared};
 use super::state::FitState;
-use super::Method;
+
+/// Gamma calibration's shift lies this fraction of the score range below the smallest score.
+const GAMMA_SHIFT_FRACTION: f64 = 1e-3;
 
 #[user_doc(
     doc_section(label = "Calibrators"),
@@ -51,7 +53,33 @@ impl Calibrator for Gamma {
     }
 
     fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
-        fit_parametric(Method::Gamma, st, m)
+        let st = Prepared::new(st);
+        let range = st.s_max - st.s_min;
+        let shift = if range > 0.0 {
+            st.s_min - GAMMA_SHIFT_FRACTION * range
+        } else {
+            st.s_min - 1.0
+        };
+        let sp = |s: f64| s - shift;
+        let kappa = positive_or_one(st.raw.iter().map(|x| x.1 * sp(x.0)).sum::<f64>() / st.n);
+        let v = |s: f64| sp(s) / kappa;
+        let phi = |s: f64| {
+            let x = v(s);
+            [1.0, x.ln(), x]
+        };
+        let cons = [[0.0, 1.0, v(st.s_min)], [0.0, 1.0, v(st.s_max)]];
+        let sol = st.minimise(phi, &cons, [st.c0, 0.0, 0.0]);
+        let [cv, av, bv] = sol.theta;
+        let a = av;
+        let b = bv / kappa;
+        let c = cv - av * kappa.ln();
+        m.a = Some(a);
+        m.b = Some(b);
+        m.c = Some(c);
+        m.shift = Some(shift);
+        m.iterations = Some(sol.iterations);
+        m.converged = Some(sol.converged);
+        m.loss = Some(st.loss(|s| [1.0, sp(s).ln(), sp(s)], &[c, a, b]));
     }
 
     fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {

@@ -11,9 +11,8 @@ use crate::model::{Model, ModelRef};
 use crate::scalars::sigmoid;
 
 use super::calibrator::{Calibrator, Settings};
-use super::parametric::fit_parametric;
+use super::parametric::Prepared;
 use super::state::FitState;
-use super::Method;
 
 #[user_doc(
     doc_section(label = "Calibrators"),
@@ -50,7 +49,27 @@ impl Calibrator for Gaussian {
     }
 
     fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
-        fit_parametric(Method::Gaussian, st, m)
+        let st = Prepared::new(st);
+        let (mu, sd) = st.standardisation();
+        let u = |s: f64| (s - mu) / sd;
+        let (u_min, u_max) = (u(st.s_min), u(st.s_max));
+        // Monotone on the fitted range: the derivative b + 2a·s >= 0 at both ends.
+        let cons = [[0.0, 1.0, 2.0 * u_min], [0.0, 1.0, 2.0 * u_max]];
+        let phi = |s: f64| {
+            let x = u(s);
+            [1.0, x, x * x]
+        };
+        let sol = st.minimise(phi, &cons, [st.c0, 0.0, 0.0]);
+        let [cu, bu, au] = sol.theta;
+        let a = au / (sd * sd);
+        let b = bu / sd - 2.0 * au * mu / (sd * sd);
+        let c = cu - bu * mu / sd + au * mu * mu / (sd * sd);
+        m.a = Some(a);
+        m.b = Some(b);
+        m.c = Some(c);
+        m.iterations = Some(sol.iterations);
+        m.converged = Some(sol.converged);
+        m.loss = Some(st.loss(|s| [1.0, s, s * s], &[c, b, a]));
     }
 
     fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {

@@ -10,9 +10,8 @@ use crate::model::{Model, ModelRef};
 use crate::scalars::sigmoid;
 
 use super::calibrator::{Calibrator, Settings};
-use super::parametric::fit_parametric;
+use super::parametric::Prepared;
 use super::state::FitState;
-use super::Method;
 
 #[user_doc(
     doc_section(label = "Calibrators"),
@@ -49,7 +48,18 @@ impl Calibrator for Platt {
     }
 
     fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
-        fit_parametric(Method::Platt, st, m)
+        let st = Prepared::new(st);
+        let (mu, sd) = st.standardisation();
+        let u = |s: f64| (s - mu) / sd;
+        let sol = st.minimise(|s| [1.0, u(s)], &[[0.0, 1.0]], [st.c0, 0.0]);
+        let [cu, bu] = sol.theta;
+        let b = bu / sd;
+        let c = cu - bu * mu / sd;
+        m.b = Some(b);
+        m.c = Some(c);
+        m.iterations = Some(sol.iterations);
+        m.converged = Some(sol.converged);
+        m.loss = Some(st.loss(|s| [1.0, s], &[c, b]));
     }
 
     fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {

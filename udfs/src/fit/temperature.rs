@@ -10,9 +10,8 @@ use crate::model::{Model, ModelRef};
 use crate::scalars::sigmoid;
 
 use super::calibrator::{Calibrator, Settings};
-use super::parametric::fit_parametric;
+use super::parametric::{positive_or_one, Prepared};
 use super::state::FitState;
-use super::Method;
 use datafusion_common::exec_err;
 
 #[user_doc(
@@ -51,7 +50,25 @@ impl Calibrator for Temperature {
     }
 
     fn fit(&self, st: &FitState, _settings: &Settings, m: &mut Model) {
-        fit_parametric(Method::Temperature, st, m)
+        // f = β·s with β = 1/T ≥ 0, in units of the root mean square score.
+        let st = Prepared::new(st);
+        let w: f64 = st.raw.iter().map(|x| x.1).sum();
+        let rms = positive_or_one((st.raw.iter().map(|x| x.1 * x.0 * x.0).sum::<f64>() / w).sqrt());
+        let sol = st.minimise(|s| [s / rms], &[[1.0]], [1.0]);
+        // The bound β ≥ 0 holds at the optimum up to the rounding of the steps.
+        let beta = if sol.theta[0] > 1e-12 {
+            sol.theta[0] / rms
+        } else {
+            0.0
+        };
+        m.a = Some(if beta > 0.0 {
+            1.0 / beta
+        } else {
+            f64::INFINITY
+        });
+        m.iterations = Some(sol.iterations);
+        m.converged = Some(sol.converged);
+        m.loss = Some(st.loss(|s| [s], &[beta]));
     }
 
     fn apply(&self, m: &ModelRef<'_>, row: usize, s: f64) -> Result<f64> {
