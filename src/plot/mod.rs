@@ -18,6 +18,8 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::DFParser;
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -305,17 +307,12 @@ fn draw_panel<DB: DrawingBackend>(
         .y_label_area_size(52)
         .build_cartesian_2d(0f64..x_max, 0f64..x_max)
         .map_err(drawing)?;
-    chart
-        .configure_mesh()
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.08))
+    house_mesh(&mut chart)
         .x_labels(6)
         .y_labels(6)
         .x_label_formatter(&|_| String::new())
         .y_label_formatter(&|v| format!("{v:.decimals$}"))
         .y_desc("fraction of positives")
-        .axis_desc_style(("sans-serif", 13))
-        .label_style(("sans-serif", 12))
         .draw()
         .map_err(drawing)?;
 
@@ -449,18 +446,13 @@ fn draw_panel<DB: DrawingBackend>(
         .y_label_area_size(52)
         .build_cartesian_2d(0f64..x_max, (0.8f64..max_count * 1.5).log_scale())
         .map_err(drawing)?;
-    strip
-        .configure_mesh()
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.08))
+    house_mesh(&mut strip)
         .x_labels(6)
         .y_labels(3)
         .x_label_formatter(&|v| format!("{v:.decimals$}"))
         .y_label_formatter(&|v| compact_count(*v))
         .x_desc("mean predicted probability")
         .y_desc("rows")
-        .axis_desc_style(("sans-serif", 13))
-        .label_style(("sans-serif", 12))
         .draw()
         .map_err(drawing)?;
     strip
@@ -489,6 +481,25 @@ fn hatch(x0: f64, x1: f64, y0: f64, y1: f64, spacing: f64) -> Vec<Vec<(f64, f64)
         }
     }
     lines
+}
+
+/// A chart's grid and labels in the house style: no minor lines, faint major lines, 12-px
+/// labels and 13-px axis descriptions. The caller adds the label counts, formatters and
+/// descriptions, then draws.
+pub(crate) fn house_mesh<'a, 'b, DB, XT, YT, X, Y>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> MeshStyle<'a, 'b, X, Y, DB>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = XT> + ValueFormatter<XT>,
+    Y: Ranged<ValueType = YT> + ValueFormatter<YT>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
+        .axis_desc_style(("sans-serif", 13))
+        .label_style(("sans-serif", 12));
+    mesh
 }
 
 /// 1, 10, 100, 1k, 10k, 1M … for the log axis.

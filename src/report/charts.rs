@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use super::data::{Bin, ModelData};
 use super::Axis;
 use crate::plot::metric::{metric_svg, Point, Series};
-use crate::plot::{compact_count, drawing, nice_upper, Strategy};
+use crate::plot::{compact_count, drawing, house_mesh, nice_upper, Strategy};
 
 /// Bins with fewer rows are drawn in grey: their observed rate says little.
 pub const FEW_ROWS: i64 = 100;
@@ -147,17 +147,12 @@ fn draw_rates<DB: DrawingBackend>(
         .y_label_area_size(60)
         .build_cartesian_2d(lo..hi, lo..hi)
         .map_err(drawing)?;
-    chart
-        .configure_mesh()
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.08))
+    house_mesh(&mut chart)
         .x_labels(7)
         .y_labels(7)
         .x_label_formatter(&|_| String::new())
         .y_label_formatter(label)
         .y_desc("observed rate (95% Wilson band)")
-        .axis_desc_style(("sans-serif", 13))
-        .label_style(("sans-serif", 12))
         .draw()
         .map_err(drawing)?;
     let color = |b: &Bin| if b.count < FEW_ROWS { FEW } else { RATE };
@@ -241,18 +236,13 @@ fn draw_counts<DB: DrawingBackend>(
         .y_label_area_size(60)
         .build_cartesian_2d(lo..hi, (0.8f64..max_count * 1.5).log_scale())
         .map_err(drawing)?;
-    strip
-        .configure_mesh()
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.08))
+    house_mesh(&mut strip)
         .x_labels(7)
         .y_labels(3)
         .x_label_formatter(label)
         .y_label_formatter(&|v| compact_count(*v))
         .x_desc(x_desc)
         .y_desc("rows")
-        .axis_desc_style(("sans-serif", 13))
-        .label_style(("sans-serif", 12))
         .draw()
         .map_err(drawing)?;
     strip
