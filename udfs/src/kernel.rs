@@ -431,3 +431,29 @@ macro_rules! kernel_aggregate {
     };
 }
 pub(crate) use kernel_aggregate;
+
+/// `new`, `Default` and `shape()` of a function struct whose only field is its `signature`,
+/// made from the [`CallShape`](crate::common::CallShape) constant `$shape`: the same few lines
+/// every such function would otherwise repeat.
+macro_rules! signature_from_shape {
+    ($t:ident, $shape:expr) => {
+        impl Default for $t {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl $t {
+            pub fn new() -> Self {
+                Self {
+                    signature: $shape.signature(),
+                }
+            }
+
+            fn shape(&self) -> $crate::common::CallShape {
+                $shape
+            }
+        }
+    };
+}
+pub(crate) use signature_from_shape;

@@ -33,7 +33,7 @@ use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
     literal_checked, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::labels::f64_labels;
 use crate::metrics::auc::{self, AucKernel};
 use crate::stats::{normal_quantile, two_sided_p};
@@ -99,23 +99,9 @@ pub struct AucInterval {
     signature: Signature,
 }
 
-impl Default for AucInterval {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+signature_from_shape!(AucInterval, INTERVAL);
 
 impl AucInterval {
-    pub fn new() -> Self {
-        Self {
-            signature: INTERVAL.signature(),
-        }
-    }
-
-    fn shape(&self) -> CallShape {
-        INTERVAL
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<AucIntervalKernel> {
         let level = match args.exprs.get(2) {
             Some(e) => literal_checked(INTERVAL.name, "level", e, "in (0, 1)", |x| {
@@ -357,23 +343,9 @@ pub struct AucTest {
     signature: Signature,
 }
 
-impl Default for AucTest {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+signature_from_shape!(AucTest, TEST);
 
 impl AucTest {
-    pub fn new() -> Self {
-        Self {
-            signature: TEST.signature(),
-        }
-    }
-
-    fn shape(&self) -> CallShape {
-        TEST
-    }
-
     fn kernel(&self, _args: &AccumulatorArgs) -> Result<PairKernel> {
         Ok(PairKernel {
             groups: vec![],

@@ -23,12 +23,12 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use arrow::row::{RowConverter, SortField};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{args, weight_col, CallShape};
 use crate::field::{FieldKernel, FieldKind, FieldMetric, FieldStats};
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 use crate::scalars::wilson_z;
 use crate::stats::two_sided_p;
 
@@ -102,29 +102,15 @@ pub struct FieldBias {
     signature: Signature,
 }
 
-impl Default for FieldBias {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+const SHAPE: CallShape = CallShape {
+    name: "field_bias",
+    required: &[args::P, args::Y, args::FIELD],
+    optional: &[args::W],
+};
+
+signature_from_shape!(FieldBias, SHAPE);
 
 impl FieldBias {
-    pub fn new() -> Self {
-        let mut f = Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    fn shape(&self) -> CallShape {
-        CallShape {
-            name: "field_bias",
-            required: &[args::P, args::Y, args::FIELD],
-            optional: &[args::W],
-        }
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<FieldBiasKernel> {
         let field_type = args.expr_fields[2].data_type().clone();
         Ok(FieldBiasKernel {

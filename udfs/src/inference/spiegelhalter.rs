@@ -13,14 +13,14 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use super::{f64_struct_array, f64_struct_fields};
 use crate::common::{
     args, check_p, check_w, check_y, f64s, for_each_row, usable_rows, weight_col, CallShape,
 };
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 use crate::labels::f64_labels;
 use crate::stats::two_sided_p;
 
@@ -56,29 +56,15 @@ pub struct Spiegelhalter {
     signature: Signature,
 }
 
-impl Default for Spiegelhalter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+const SHAPE: CallShape = CallShape {
+    name: "spiegelhalter",
+    required: &[args::P, args::Y],
+    optional: &[args::W],
+};
+
+signature_from_shape!(Spiegelhalter, SHAPE);
 
 impl Spiegelhalter {
-    pub fn new() -> Self {
-        let mut f = Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    fn shape(&self) -> CallShape {
-        CallShape {
-            name: "spiegelhalter",
-            required: &[args::P, args::Y],
-            optional: &[args::W],
-        }
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<SpiegelhalterKernel> {
         Ok(SpiegelhalterKernel {
             w_col: weight_col(args.exprs, 2),

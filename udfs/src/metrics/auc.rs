@@ -28,7 +28,7 @@ use datafusion_macros::user_doc;
 use crate::common::{
     args, f64_list_type, list_array, list_parts, list_type, weight_col, CallShape,
 };
-use crate::kernel::{kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::values::{self, distinct_in, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore};
 
 const SHAPE: CallShape = CallShape {
@@ -59,23 +59,9 @@ pub struct Auc {
     signature: Signature,
 }
 
-impl Default for Auc {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+signature_from_shape!(Auc, SHAPE);
 
 impl Auc {
-    pub fn new() -> Self {
-        Self {
-            signature: SHAPE.signature(),
-        }
-    }
-
-    fn shape(&self) -> CallShape {
-        SHAPE
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<AucKernel> {
         Ok(AucKernel::new(weight_col(args.exprs, 2)))
     }

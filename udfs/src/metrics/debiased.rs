@@ -15,6 +15,7 @@ use datafusion_macros::user_doc;
 use super::binning::kth_of_two;
 use crate::common::{args, CallShape};
 use crate::kernel::kernel_udaf_common;
+use crate::kernel::signature_from_shape;
 use crate::values::{self, Rows, RowsKernel, ValueStore};
 
 const SHAPE: CallShape = CallShape {
@@ -50,23 +51,9 @@ pub struct EceDebiased {
     signature: Signature,
 }
 
-impl Default for EceDebiased {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+signature_from_shape!(EceDebiased, SHAPE);
 
 impl EceDebiased {
-    pub fn new() -> Self {
-        Self {
-            signature: SHAPE.signature(),
-        }
-    }
-
-    fn shape(&self) -> CallShape {
-        SHAPE
-    }
-
     fn kernel(&self, _args: &AccumulatorArgs) -> Result<RowsKernel> {
         Ok(RowsKernel {
             store: ValueStore::new("ece_debiased", 0, 1, None),

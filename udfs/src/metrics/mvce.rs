@@ -20,14 +20,14 @@ use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion_common::{internal_err, plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
     literal_f64, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 
 /// Default bins per round.
 pub const DEFAULT_MVCE_BINS: usize = 15;
@@ -69,29 +69,15 @@ pub struct Mvce {
     signature: Signature,
 }
 
-impl Default for Mvce {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+const SHAPE: CallShape = CallShape {
+    name: "mvce",
+    required: const { &[args::P, args::Y, Arg::any("key")] },
+    optional: const { &[args::N_BINS, Arg::lit_int("rounds").or("10")] },
+};
+
+signature_from_shape!(Mvce, SHAPE);
 
 impl Mvce {
-    pub fn new() -> Self {
-        let mut f = Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    fn shape(&self) -> CallShape {
-        CallShape {
-            name: "mvce",
-            required: const { &[args::P, args::Y, Arg::any("key")] },
-            optional: const { &[args::N_BINS, Arg::lit_int("rounds").or("10")] },
-        }
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<MvceKernel> {
         let bins = match args.exprs.get(3) {
             Some(e) => crate::common::n_bins("mvce", e)?,

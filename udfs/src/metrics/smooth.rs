@@ -26,7 +26,7 @@ use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
     literal_checked, usable_rows, Arg, CallShape,
 };
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 
 const SHAPE: CallShape = CallShape {
     name: "smooth_ece",
@@ -63,23 +63,9 @@ pub struct SmoothEce {
     signature: Signature,
 }
 
-impl Default for SmoothEce {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+signature_from_shape!(SmoothEce, SHAPE);
 
 impl SmoothEce {
-    pub fn new() -> Self {
-        Self {
-            signature: SHAPE.signature(),
-        }
-    }
-
-    fn shape(&self) -> CallShape {
-        SHAPE
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<SmoothKernel> {
         let sigma = match args.exprs.get(2) {
             Some(e) => Some(literal_checked(
