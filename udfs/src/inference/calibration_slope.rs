@@ -9,10 +9,12 @@
 //! optimum, as statsmodels `GLM(Binomial)`'s `params` / `bse` with `freq_weights = w`. Rows with
 //! p = 0 or 1 are skipped (their logit is infinite, as rms drops them) and not counted in `n`.
 //!
-//! The state is `points`'s, with the score logit(p): exact up to the exact cap. Past it
-//! each grid cell enters the likelihood as the fits' two-point rule (see the `fit` module): the
-//! terms linear in y are exact, the softplus term's error is of order (b·width)³ per row, with
-//! cells of relative width 2⁻⁸ (below 1e-12 of the log-likelihood in the fits' measurements).
+//! The state is the parametric fits' (`fit_platt`'s), with the score logit(p): exact up to
+//! [`EXACT_CAP`] distinct logits per group, then each grid cell enters the likelihood as the
+//! fits' two-point rule (see the `fit` module): the terms linear in y are exact, the softplus
+//! term's error is of order (b·width)³ per row (below 1e-12 of the log-likelihood in the fits'
+//! measurements). So the state is bounded (about 2 MB a group) whatever the rows, as a
+//! parametric fit's is; the session's `calibsql.fit_exact_cap` does not apply.
 
 use std::sync::Arc;
 
@@ -21,13 +23,13 @@ use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, Out, PointsKernel, Score};
+use super::points::{Out, PointsKernel, Score};
 use crate::common::{args, weight_col, CallShape};
-use crate::fit::FitState;
-use crate::kernel::kernel_udaf_common;
+use crate::fit::{FitState, Method, EXACT_CAP};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
 use crate::scalars::sigmoid;
 
 #[user_doc(
@@ -38,8 +40,8 @@ calibration-in-the-large `citl` of `logit P(y) = citl + logit(p)` (0 when the me
 maximum likelihood, each with its standard error from the observed information, as \
 `{intercept, slope, citl, intercept_se, slope_se, citl_se, n}` — statsmodels `GLM(Binomial)` `params` and `bse`. \
 Rows with p = 0 or 1 are skipped and not counted in `n` (as R `rms::val.prob`). Exact up to \
-`calibsql.fit_exact_cap` distinct p per group (default 10,000,000); past it p's logits are pooled into the fits' \
-grid (relative error of the likelihood below about 1e-12). NaN estimates when the maximum likelihood estimate does \
+65,536 distinct p per group; past it p's logits are pooled into the parametric fits' grid (relative error of the \
+likelihood below about 1e-12), so the state stays small on any number of rows. NaN estimates when the maximum likelihood estimate does \
 not exist (one class only, perfect separation, or for intercept and slope a single distinct p). NULL when no row \
 is usable or every weight is 0.",
     syntax_example = "calibration_slope(p, y [, w])",
@@ -78,30 +80,34 @@ fn out_fields() -> Fields {
     Fields::from(f)
 }
 
-points_aggregate!(
-    /// `calibration_slope`.
-    CalibrationSlope
-);
+/// `calibration_slope`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CalibrationSlope {
+    signature: Signature,
+}
+
+const SHAPE: CallShape = CallShape {
+    name: "calibration_slope",
+    required: &[args::P, args::Y],
+    optional: &[args::W],
+};
+
+signature_from_shape!(CalibrationSlope, SHAPE);
 
 impl CalibrationSlope {
-    fn shape(&self) -> CallShape {
-        CallShape {
-            name: "calibration_slope",
-            required: &[args::P, args::Y],
-            optional: &[args::W],
-        }
-    }
-
+    /// A parametric fit's state: [`EXACT_CAP`] distinct logits exactly, then Platt's grid.
     fn kernel(&self, args: &AccumulatorArgs) -> Result<PointsKernel> {
         Ok(PointsKernel::new(
             "calibration_slope",
             Score::Logit,
             weight_col(args.exprs, 2),
             Out::Slope,
-            self.cap(),
+            (Method::Platt, EXACT_CAP),
         ))
     }
 }
+
+kernel_aggregate!(CalibrationSlope, false);
 
 impl AggregateUDFImpl for CalibrationSlope {
     kernel_udaf_common!();

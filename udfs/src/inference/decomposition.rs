@@ -20,7 +20,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation};
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, Out, PointsKernel, Score};
+use super::points::{points_aggregate, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
 use super::{f64_struct_array, f64_struct_fields};
 use crate::common::{args, literal, weight_col, Arg, CallShape};
 use crate::fit::{pav, FitState};
@@ -98,7 +98,7 @@ impl CalibrationDecomposition {
             Score::P,
             weight_col(args.exprs, 3),
             Out::Decomposition { logloss },
-            self.cap(),
+            (NONPARAMETRIC_GRID, self.cap()),
         ))
     }
 }

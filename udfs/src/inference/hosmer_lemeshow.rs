@@ -26,7 +26,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation};
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, Out, PointsKernel, Score};
+use super::points::{points_aggregate, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
 use crate::common::{args, literal, literal_f64, Arg, CallShape};
 use crate::fit::FitState;
 use crate::kernel::kernel_udaf_common;
@@ -109,7 +109,7 @@ impl HosmerLemeshow {
             Score::P,
             None,
             Out::HosmerLemeshow { groups },
-            self.cap(),
+            (NONPARAMETRIC_GRID, self.cap()),
         ))
     }
 }

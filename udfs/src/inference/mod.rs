@@ -65,9 +65,6 @@ pub(crate) fn f64_struct_array<const K: usize>(
 /// This crate's inference aggregate `udaf` keeping `cap` distinct scores exactly, if it is one
 /// whose exact cap is a setting (see [`crate::with_exact_cap`]).
 pub(crate) fn capped(udaf: &dyn AggregateUDFImpl, cap: usize) -> Option<Arc<dyn AggregateUDFImpl>> {
-    if let Some(f) = udaf.downcast_ref::<calibration_slope::CalibrationSlope>() {
-        return Some(Arc::new(f.capped(cap)));
-    }
     if let Some(f) = udaf.downcast_ref::<hosmer_lemeshow::HosmerLemeshow>() {
         return Some(Arc::new(f.capped(cap)));
     }

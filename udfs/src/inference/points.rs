@@ -35,9 +35,9 @@ pub(crate) enum Out {
     Decomposition { logloss: bool },
 }
 
-/// The fits' grid resolution and exact cap are those of `fit_isotonic` (the method only picks
-/// them; the kernel never fits).
-const INNER: Method = Method::Isotonic;
+/// The grid resolution of the nonparametric aggregates is `fit_isotonic`'s (the method only
+/// picks it; the kernel never fits).
+pub(crate) const NONPARAMETRIC_GRID: Method = Method::Isotonic;
 
 /// The default exact cap, which `calibsql.fit_exact_cap` replaces.
 pub(crate) const DEFAULT_CAP: usize = NONPARAMETRIC_EXACT_CAP;
@@ -57,7 +57,7 @@ impl PointsKernel {
         score: Score,
         w_col: Option<usize>,
         out: Out,
-        cap: usize,
+        (grid, cap): (Method, usize),
     ) -> Self {
         Self {
             func,
@@ -65,7 +65,7 @@ impl PointsKernel {
             w_col,
             out,
             inner: FitKernel::for_field(
-                INNER,
+                grid,
                 cap,
                 FitSettings {
                     count: 0,
