@@ -422,60 +422,74 @@ fn pairs_bytes(p: &Pairs) -> usize {
     (p[0].capacity() + p[1].capacity()) * size_of::<[f64; 2]>()
 }
 
-/// Rows of `sorted` (ascending by score `j`) below and equal to `v`.
-fn below_equal(sorted: &[[f64; 2]], j: usize, v: f64) -> (u64, u64) {
-    let lo = sorted.partition_point(|r| r[j] < v);
-    let hi = lo + sorted[lo..].partition_point(|r| r[j] <= v);
-    (lo as u64, (hi - lo) as u64)
-}
-
-/// Twice each row of `rows`' placement count under score `j` against `other` (sorted by
-/// score `j`): `2·below + equal` for a positive against the negatives, `2·above + equal`
-/// for a negative against the positives.
-fn counts2<'a>(
-    rows: &'a [[f64; 2]],
-    other: &'a [[f64; 2]],
-    j: usize,
-    positive: bool,
-) -> impl Iterator<Item = u64> + 'a {
+/// A sweep along `other` (sorted by score `j`) for scores given in ascending order: twice a
+/// score's placement count, `2·below + equal` for a positive against the negatives,
+/// `2·above + equal` for a negative against the positives (ties count one half, as `auc`).
+fn placement_counter(other: &[[f64; 2]], j: usize, positive: bool) -> impl FnMut(f64) -> u64 + '_ {
     let total = other.len() as u64;
-    rows.iter().map(move |r| {
-        let (below, equal) = below_equal(other, j, r[j]);
-        if positive {
-            2 * below + equal
-        } else {
-            2 * (total - below - equal) + equal
+    let (mut below, mut upto) = (0, 0);
+    move |v| {
+        while below < other.len() && other[below][j] < v {
+            below += 1;
         }
-    })
+        upto = upto.max(below);
+        while upto < other.len() && other[upto][j] <= v {
+            upto += 1;
+        }
+        let (b, e) = (below as u64, (upto - below) as u64);
+        if positive {
+            2 * b + e
+        } else {
+            2 * (total - b - e) + e
+        }
+    }
 }
 
 fn sort_by_score(rows: &mut [[f64; 2]], j: usize) {
     rows.sort_unstable_by(|a, b| a[j].total_cmp(&b[j]));
 }
 
-/// The sums of products of the centred placements of `rows` (positives when `positive`)
-/// under both scores: [Σ a², Σ a·b, Σ b²]. Sorts `other` by each score in turn; `scratch`
-/// holds the first score's placements meanwhile.
-fn placement_sums(
-    rows: &[[f64; 2]],
+/// Each row of `rows`' placement counts against `other` under both scores, into `out` as
+/// `[count under b, count under a]` (in the order of the values, so the sums over them do not
+/// depend on the order rows arrived in), and the sums of the counts under each score. Both
+/// classes are sorted by one score, then the other, and swept once each way: O(n log n) in
+/// sorts and linear sweeps, where a binary search per row missed the cache at every step.
+fn placement_counts(
+    rows: &mut [[f64; 2]],
     other: &mut [[f64; 2]],
     positive: bool,
-    theta: [f64; 2],
-    scratch: &mut Vec<f64>,
-) -> [f64; 3] {
-    let denom = 2.0 * other.len() as f64;
+    out: &mut Vec<[f64; 2]>,
+) -> [u128; 2] {
+    let mut sums = [0u128; 2];
+    sort_by_score(rows, 0);
     sort_by_score(other, 0);
-    scratch.clear();
-    scratch.extend(counts2(rows, other, 0, positive).map(|k| k as f64 / denom - theta[0]));
-    sort_by_score(other, 1);
-    let mut s = [0.0; 3];
-    for (a, k) in scratch.iter().zip(counts2(rows, other, 1, positive)) {
-        let b = k as f64 / denom - theta[1];
-        s[0] += a * a;
-        s[1] += a * b;
-        s[2] += b * b;
+    out.clear();
+    {
+        let mut count = placement_counter(other, 0, positive);
+        out.extend(rows.iter().map(|r| {
+            let k = count(r[0]);
+            sums[0] += u128::from(k);
+            [r[1], k as f64]
+        }));
     }
-    s
+    out.sort_unstable_by(|x, y| x[0].total_cmp(&y[0]).then(x[1].total_cmp(&y[1])));
+    sort_by_score(other, 1);
+    let mut count = placement_counter(other, 1, positive);
+    for o in out.iter_mut() {
+        let k = count(o[0]);
+        sums[1] += u128::from(k);
+        o[0] = k as f64;
+    }
+    sums
+}
+
+/// The sums of products of the centred placements (counts over `denom`, minus θ) under both
+/// scores: [Σ a², Σ a·b, Σ b²].
+fn centred_sums(counts: &[[f64; 2]], denom: f64, theta: [f64; 2]) -> [f64; 3] {
+    counts.iter().fold([0.0; 3], |s, &[kb, ka]| {
+        let (a, b) = (ka / denom - theta[0], kb / denom - theta[1]);
+        [s[0] + a * a, s[1] + a * b, s[2] + b * b]
+    })
 }
 
 /// DeLong's paired test of a group: [auc_a, auc_b, diff, se, z, p_value].
@@ -486,18 +500,16 @@ fn paired_test(pairs: &mut Pairs) -> Option<[Option<f64>; 6]> {
         return None;
     }
     // θ as `auc` counts it: Σ over positives of 2·below + equal, exact integers.
-    let theta: [f64; 2] = std::array::from_fn(|j| {
-        sort_by_score(neg, j);
-        let num2: u128 = counts2(pos, neg, j, true).map(u128::from).sum();
-        num2 as f64 / (2 * n as u128 * m as u128) as f64
-    });
+    let mut counts = Vec::with_capacity(n.max(m));
+    let num2 = placement_counts(pos, neg, true, &mut counts);
+    let theta = num2.map(|k| k as f64 / (2 * n as u128 * m as u128) as f64);
     let diff = theta[0] - theta[1];
     if n < 2 || m < 2 {
         return Some([Some(theta[0]), Some(theta[1]), Some(diff), None, None, None]);
     }
-    let mut scratch = Vec::with_capacity(n.max(m));
-    let s10 = placement_sums(pos, neg, true, theta, &mut scratch);
-    let s01 = placement_sums(neg, pos, false, theta, &mut scratch);
+    let s10 = centred_sums(&counts, 2.0 * n as f64, theta);
+    placement_counts(neg, pos, false, &mut counts);
+    let s01 = centred_sums(&counts, 2.0 * m as f64, theta);
     let (nf, mf) = (n as f64, m as f64);
     let s: [f64; 3] = std::array::from_fn(|k| s10[k] / (mf - 1.0) / mf + s01[k] / (nf - 1.0) / nf);
     let var = s[0] + s[2] - 2.0 * s[1];
