@@ -120,8 +120,6 @@ mod values;
 pub use metrics::{auc, binned, binning, field, loss};
 pub use registry::{argument_default, literal_argument_names};
 
-use fit::Fit;
-
 /// Every aggregate of this crate: the registry's aggregates, then their `_state` / `_merge`
 /// twins.
 pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
@@ -129,22 +127,22 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
 }
 
 /// `udaf` keeping `cap` distinct scores exactly per group before pooling them into grid
-/// cells, if it is one of the fits whose cap is a setting — `fit_isotonic`, `fit_histogram`,
-/// `fit_bbq`, `fit_confcalib` and their `_state` / `_merge` forms; `None` for any other
+/// cells, if it is one of the aggregates whose cap is a setting — `fit_isotonic`,
+/// `fit_histogram`, `fit_bbq`, `fit_confcalib`, `hosmer_lemeshow`,
+/// `calibration_decomposition` and their `_state` / `_merge` forms; `None` for any other
 /// function. (DataFusion hands an aggregate no session settings, so the calibsql engine
 /// applies `SET calibsql.fit_exact_cap` by swapping the function in the plan with this.)
 pub fn with_exact_cap(udaf: &AggregateUDF, cap: usize) -> Option<AggregateUDF> {
     let inner = udaf.inner();
-    let capped: Arc<dyn datafusion_expr::AggregateUDFImpl> =
-        if let Some(f) = inner.downcast_ref::<Fit>() {
-            Arc::new(f.capped(cap)?)
-        } else if let Some(f) = inner.downcast_ref::<fit::FieldFit>() {
-            Arc::new(f.capped(cap)?)
-        } else if let Some(f) = inference::capped(inner.as_ref(), cap) {
-            f
-        } else {
-            state::capped_wrapper(inner.as_ref(), cap)?
-        };
+    // A registered aggregate answers for itself (`KernelAggregate::with_exact_cap`); a
+    // `_state` / `_merge` twin is rebuilt around its aggregate's capped form.
+    let capped: Arc<dyn datafusion_expr::AggregateUDFImpl> = match registry::stateful()
+        .iter()
+        .find(|f| f.name() == inner.name())
+    {
+        Some(f) => f.with_exact_cap(cap)?,
+        None => state::capped_wrapper(inner.as_ref(), cap)?,
+    };
     Some(AggregateUDF::new_from_shared_impl(capped))
 }
 

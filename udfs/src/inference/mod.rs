@@ -21,7 +21,6 @@ use arrow::array::{ArrayRef, Float64Array, StructArray};
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Fields};
 use datafusion_common::Result;
-use datafusion_expr::AggregateUDFImpl;
 
 pub mod bootstrap;
 pub mod calibration_slope;
@@ -60,16 +59,4 @@ pub(crate) fn f64_struct_array<const K: usize>(
         columns,
         Some(nulls),
     )?))
-}
-
-/// This crate's inference aggregate `udaf` keeping `cap` distinct scores exactly, if it is one
-/// whose exact cap is a setting (see [`crate::with_exact_cap`]).
-pub(crate) fn capped(udaf: &dyn AggregateUDFImpl, cap: usize) -> Option<Arc<dyn AggregateUDFImpl>> {
-    if let Some(f) = udaf.downcast_ref::<hosmer_lemeshow::HosmerLemeshow>() {
-        return Some(Arc::new(f.capped(cap)));
-    }
-    if let Some(f) = udaf.downcast_ref::<decomposition::CalibrationDecomposition>() {
-        return Some(Arc::new(f.capped(cap)));
-    }
-    None
 }
