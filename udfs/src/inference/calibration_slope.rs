@@ -52,13 +52,7 @@ is usable or every weight is 0.",
 +---------+---------+---+
 | 0.47349 | 0.08286 | 7 |
 +---------+---------+---+
-```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
-    )
+```"#
 )]
 struct CalibrationSlopeDoc;
 
@@ -122,7 +116,7 @@ impl AggregateUDFImpl for CalibrationSlope {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        CalibrationSlopeDoc.doc()
+        crate::common::documented(CalibrationSlopeDoc.doc(), &self.shape())
     }
 }
 

@@ -44,15 +44,9 @@ its mean p. NULL when no row is usable or every weight is 0.",
 | 0.125 | 0.0 | 0.0625 | 0.1875 |
 +-------+-----+--------+--------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "score",
         description = "The scoring rule: 'brier' (the default) or 'logloss'."
-    ),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
     )
 )]
 struct CalibrationDecompositionDoc;
@@ -116,7 +110,7 @@ impl AggregateUDFImpl for CalibrationDecomposition {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        CalibrationDecompositionDoc.doc()
+        crate::common::documented(CalibrationDecompositionDoc.doc(), &self.shape())
     }
 }
 

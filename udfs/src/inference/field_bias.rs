@@ -53,15 +53,9 @@ Values whose weights sum to 0 are left out. NULL when no value has weight.",
 | b    | 0.0  | 1.0        |
 +------+------+------------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "field",
         description = "The field: a column of any hashable type."
-    ),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
     )
 )]
 struct FieldBiasDoc;
@@ -142,7 +136,7 @@ impl AggregateUDFImpl for FieldBias {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        FieldBiasDoc.doc()
+        crate::common::documented(FieldBiasDoc.doc(), &self.shape())
     }
 }
 

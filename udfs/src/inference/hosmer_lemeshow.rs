@@ -55,8 +55,6 @@ distinct p per group (default 10,000,000); past it p is pooled into the fits' gr
 | 2  | 1.237612  |
 +----+-----------+
 ```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
     argument(
         name = "n_groups",
         description = "Number of quantile groups g, an integer constant in [3, 10000]. Default 10."
@@ -127,7 +125,7 @@ impl AggregateUDFImpl for HosmerLemeshow {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        HosmerLemeshowDoc.doc()
+        crate::common::documented(HosmerLemeshowDoc.doc(), &self.shape())
     }
 }
 

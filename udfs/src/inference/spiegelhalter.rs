@@ -38,13 +38,7 @@ When every p is 0, 0.5 or 1 the denominator is 0: z is NaN (numerator 0) or ±In
 +-----------+----------+
 | -0.502519 | 0.615303 |
 +-----------+----------+
-```"#,
-    argument(name = "p", description = "Predicted probability in [0, 1]."),
-    argument(name = "y", description = "Observed label: Boolean or a number 0/1."),
-    argument(
-        name = "w",
-        description = "Optional row weight, finite and >= 0. Default 1."
-    )
+```"#
 )]
 struct SpiegelhalterDoc;
 
@@ -97,7 +91,7 @@ impl AggregateUDFImpl for Spiegelhalter {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        SpiegelhalterDoc.doc()
+        crate::common::documented(SpiegelhalterDoc.doc(), &self.shape())
     }
 }
 
