@@ -14,17 +14,14 @@
 //! grid cell's rows share the cell's mean p.
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::{DataType, FieldRef};
 use datafusion_common::{plan_err, Result};
-use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation};
+use datafusion_expr::function::AccumulatorArgs;
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
+use super::points::{points_aggregate, points_udaf, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
 use super::{f64_struct_array, f64_struct_fields};
 use crate::common::{args, literal, weight_col, Arg, CallShape};
 use crate::fit::{pav, FitState};
-use crate::kernel::kernel_udaf_common;
 
 #[user_doc(
     doc_section(label = "Calibration Tests"),
@@ -97,22 +94,11 @@ impl CalibrationDecomposition {
     }
 }
 
-impl AggregateUDFImpl for CalibrationDecomposition {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(DataType::Struct(f64_struct_fields(&OUT)))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(crate::fit::fit_state_fields(args.name))
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        crate::common::documented(CalibrationDecompositionDoc.doc(), &self.shape())
-    }
-}
+points_udaf!(
+    CalibrationDecomposition,
+    f64_struct_fields(&OUT),
+    CalibrationDecompositionDoc
+);
 
 /// `x·ln y`, 0 when x is 0 (scipy's `xlogy`).
 fn xlogy(x: f64, y: f64) -> f64 {

@@ -20,16 +20,14 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use arrow::datatypes::{DataType, Field, Fields};
 use datafusion_common::{plan_err, Result};
-use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::{AggregateUDFImpl, Documentation};
+use datafusion_expr::function::AccumulatorArgs;
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
+use super::points::{points_aggregate, points_udaf, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
 use crate::common::{args, literal, literal_f64, Arg, CallShape};
 use crate::fit::FitState;
-use crate::kernel::kernel_udaf_common;
 use crate::stats::chi_square_sf;
 
 /// Default number of groups (R's `hoslem.test` default `g = 10`).
@@ -112,22 +110,7 @@ impl HosmerLemeshow {
     }
 }
 
-impl AggregateUDFImpl for HosmerLemeshow {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(DataType::Struct(out_fields()))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(crate::fit::fit_state_fields(args.name))
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        crate::common::documented(HosmerLemeshowDoc.doc(), &self.shape())
-    }
-}
+points_udaf!(HosmerLemeshow, out_fields(), HosmerLemeshowDoc);
 
 /// The value at 0-based rank `k` of the rows, given the points' cumulative row counts.
 fn order_statistic(pts: &[(f64, f64, f64)], cum: &[f64], k: f64) -> f64 {

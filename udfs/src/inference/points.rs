@@ -219,3 +219,33 @@ macro_rules! points_aggregate {
     };
 }
 pub(crate) use points_aggregate;
+
+/// The `AggregateUDFImpl` of an aggregate over this state: its struct result of `$fields`,
+/// the fits' state fields, and its documentation `$doc` with the shared argument texts.
+macro_rules! points_udaf {
+    ($t:ident, $fields:expr, $doc:ident) => {
+        impl datafusion_expr::AggregateUDFImpl for $t {
+            $crate::kernel::kernel_udaf_common!();
+
+            fn return_type(
+                &self,
+                arg_types: &[arrow::datatypes::DataType],
+            ) -> datafusion_common::Result<arrow::datatypes::DataType> {
+                self.shape().coerce(arg_types)?;
+                Ok(arrow::datatypes::DataType::Struct($fields))
+            }
+
+            fn state_fields(
+                &self,
+                args: datafusion_expr::function::StateFieldsArgs,
+            ) -> datafusion_common::Result<Vec<arrow::datatypes::FieldRef>> {
+                Ok($crate::fit::fit_state_fields(args.name))
+            }
+
+            fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
+                $crate::common::documented($doc.doc(), &self.shape())
+            }
+        }
+    };
+}
+pub(crate) use points_udaf;
