@@ -166,7 +166,15 @@ pub async fn compute(
                     section: format!("comparison: {a} with {b}"),
                     sql,
                 });
-                comparisons.push(read_comparison(&batches, a, b));
+                let comparison = read_comparison(&batches, a, b);
+                if comparison.label_mismatches > 0 {
+                    notes.push(format!(
+                        "{a} and {b} disagree on the label of {} of the {} rows they share by key: \
+                         is key an event id? The comparison uses {a}'s labels.",
+                        comparison.label_mismatches, comparison.rows
+                    ));
+                }
+                comparisons.push(comparison);
             }
         }
     }
@@ -271,6 +279,14 @@ fn check_columns(schema: &Schema, options: &ReportOptions) -> anyhow::Result<Col
         }
         if ["p", "y", "w", "model", "day", "key"].contains(&field.as_str()) {
             bail!("report: --field {field}: p, y, w, model, day and key cannot be a field");
+        }
+    }
+    if let Ok(key) = schema.field_with_name("key") {
+        let t = key.data_type();
+        if !(t.is_integer()
+            || matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View))
+        {
+            bail!("report: the key column must be an integer or text event id, got type {t}");
         }
     }
     Ok(Columns {

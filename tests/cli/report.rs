@@ -1,6 +1,9 @@
 //! `calibsql report`: the page's embedded JSON against the same numbers from separate SQL
 //! queries, escaping of user data, reports of nothing (no rows, one class, NULL/NaN rows),
-//! and bad input refused before anything is written.
+//! and bad input refused before anything is written. Comparing with separate SQL checks the
+//! report's queries and reading (an invariance, not the science): the functions are checked
+//! against their references (scikit-learn, statsmodels, pROC, R ports) in tests/slt and
+//! tests/fits.
 
 use serde_json::Value;
 
@@ -286,7 +289,10 @@ fn report_json_holds_the_numbers_of_the_sql_functions() {
 }
 
 /// Two unweighted models with an event id: the ECE's bootstrap interval, DeLong's AUC interval
-/// and the paired comparison, against the same functions in separate queries.
+/// and the paired comparison, against the same functions in separate queries. This checks that
+/// the report carries what the functions return (an invariance of the report's plumbing); the
+/// functions' values themselves are checked against pROC and a Python port of the bootstrap in
+/// tests/slt/intervals.slt (tests/slt/gen/intervals.py).
 #[test]
 fn report_with_a_key_holds_intervals_and_the_paired_comparison() {
     let dir = TempDir::new().unwrap();
@@ -470,6 +476,12 @@ fn report_says_what_it_could_not_compute() {
             "3 of 5 rows have a NULL or NaN p or y and are left out.",
         ),
         (
+            "label_mismatch",
+            "SELECT * FROM (VALUES (0.2, 0, 1, 'a'), (0.7, 1, 2, 'a'), (0.4, 1, 1, 'b'), \
+             (0.3, 0, 2, 'b')) AS t(p, y, key, model)",
+            "disagree on the label of 2 of the 2 rows they share by key",
+        ),
+        (
             "all_null",
             "SELECT CAST(NULL AS DOUBLE) AS p, 1 AS y",
             "All 1 rows have a NULL or NaN p or y: nothing could be computed.",
@@ -516,6 +528,11 @@ fn report_refuses_bad_input_before_writing() {
             &["-c", "SELECT 2.5 AS p, 1 AS y"][..],
             1,
             "report: computing",
+        ),
+        (
+            &["-c", "SELECT 0.5 AS p, 1 AS y, 1.5 AS key"][..],
+            1,
+            "the key column must be an integer or text event id, got type Float64",
         ),
         (
             &["-c", "CREATE VIEW v AS SELECT 1"][..],
