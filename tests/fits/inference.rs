@@ -195,9 +195,11 @@ async fn the_grid_past_the_exact_cap_stays_within_its_bound() {
         };
         // The slope keeps the parametric fits' cap (65,536) whatever the setting, so its grid
         // is also what the million-row test above checks; its likelihood is within ~1e-12 of
-        // the exact one (measured: 6e-11 on the estimates with the isotonic grid); the quantile groups and the isotonic fit see each cell's rows at its mean
-        // p, which moves a row by at most a cell, 2⁻⁸ relative (measured: up to 4e-3 on the
-        // decomposition's terms and the HL statistic). Spiegelhalter keeps sums, no grid.
+        // the exact one (measured: 6e-11 on the estimates with the isotonic grid); the quantile
+        // groups see each cell's rows at its mean p, which moves a row by at most a cell, 2⁻⁸
+        // relative (measured: up to 4e-3 on the HL statistic). Spiegelhalter keeps sums and
+        // the decomposition keeps the rows (`auc`'s state): no grid, the setting does not
+        // reach them.
         let rel = match c.call {
             call if call.starts_with("calibration_slope") => 1e-9,
             call if call.starts_with("spiegelhalter") => 1e-12,

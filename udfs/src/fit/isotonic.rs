@@ -70,7 +70,7 @@ impl Calibrator for Isotonic {
 
 /// The isotonic (non-decreasing) regression of the means t/n on points (score, n, t) sorted by
 /// score, with weights n: pool adjacent violators. One fitted value per point; no point may
-/// have n = 0. (`calibration_decomposition` recalibrates with it too.)
+/// have n = 0.
 pub(crate) fn pav(pts: &[(f64, f64, f64)]) -> Vec<f64> {
     let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(pts.len()); // (Σn, Σt, len)
     for &(_, n, t) in pts {

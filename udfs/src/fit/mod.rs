@@ -81,7 +81,6 @@ use grid::{COARSE_BITS, FINE_BITS};
 // The fits' kernel and state: the inference functions that need every distinct score
 // (`crate::inference`) keep them in these too.
 pub(crate) use calibrator::Settings as FitSettings;
-pub(crate) use isotonic::pav;
 pub(crate) use kernel::FitKernel;
 pub(crate) use state::FitState;
 

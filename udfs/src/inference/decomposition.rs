@@ -10,18 +10,25 @@
 //! (scipy's `xlogy`, as model-diagnostics' `LogLoss`): a p of 0 or 1 on the wrong label gives an
 //! infinite score and miscalibration.
 //!
-//! The state is `points`'s with the score p: exact up to the exact cap; past it each
-//! grid cell's rows share the cell's mean p.
+//! The state is `auc`'s (the rows, 8 bytes an unweighted row and 16 a weighted one, or a
+//! count per distinct p when p repeats), so the decomposition is exact at any size. At the end
+//! one sweep over the distinct p in ascending order (`crate::values::for_each_score`) adds
+//! S(p) and pools adjacent violators on a stack of blocks: S(iso) needs only each block's
+//! weights of the two labels, since its rows all predict the block's mean label.
 
-use arrow::array::ArrayRef;
+use std::sync::Arc;
+
 use datafusion_common::{plan_err, Result};
-use datafusion_expr::function::AccumulatorArgs;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::AggregateUDFImpl;
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, points_udaf, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
-use super::{f64_struct_array, f64_struct_fields};
+use super::f64_struct_fields;
+use super::rows::RowsStructKernel;
 use crate::common::{args, literal, weight_col, Arg, CallShape};
-use crate::fit::{pav, FitState};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
+use crate::metrics::auc::{self, AucKernel};
+use crate::values::for_each_score;
 
 #[user_doc(
     doc_section(label = "Calibration Tests"),
@@ -29,9 +36,9 @@ use crate::fit::{pav, FitState};
 (PAV) recalibration of p and `r` the mean label, `miscalibration = S(p) − S(iso)`, `discrimination = S(r) − S(iso)` \
 and `uncertainty = S(r)`, so that `score = miscalibration − discrimination + uncertainty`, as \
 `{score, miscalibration, discrimination, uncertainty}`; S is the mean Brier score (`'brier'`, the default) or log \
-loss (`'logloss'`, `0·ln 0 = 0`, no clipping). Equal to model-diagnostics' `decompose`. Exact up to \
-`calibsql.fit_exact_cap` distinct p per group (default 10,000,000); past it each of the fits' grid cells counts at \
-its mean p. NULL when no row is usable or every weight is 0.",
+loss (`'logloss'`, `0·ln 0 = 0`, no clipping). Equal to model-diagnostics' `decompose`. Exact: keeps what `auc` \
+keeps (8 bytes an unweighted row, 16 a weighted one, or a count per distinct p when p repeats). NULL when no row \
+is usable or every weight is 0.",
     syntax_example = "calibration_decomposition(p, y [, score [, w]])",
     sql_example = r#"```sql
 > SELECT d['score'] AS score, d['miscalibration'] AS mcb, d['discrimination'] AS dsc, d['uncertainty'] AS unc FROM (SELECT calibration_decomposition(p, y) AS d FROM (VALUES (0.5, 0), (0.5, 1), (1.0, 1), (1.0, 1)) AS t(p, y));
@@ -53,22 +60,24 @@ const OUT: [&str; 4] = ["score", "miscalibration", "discrimination", "uncertaint
 /// The scoring rule decomposed: `'brier'` or `'logloss'`.
 const SCORE_RULE: Arg = Arg::lit_str("score").or("'brier'");
 
-points_aggregate!(
-    /// `calibration_decomposition`.
-    CalibrationDecomposition
-);
+const SHAPE: CallShape = CallShape {
+    name: "calibration_decomposition",
+    required: &[args::P, args::Y],
+    optional: &[SCORE_RULE, args::W],
+};
+
+/// `calibration_decomposition`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CalibrationDecomposition {
+    signature: datafusion_expr::Signature,
+}
+
+signature_from_shape!(CalibrationDecomposition, SHAPE);
+kernel_aggregate!(CalibrationDecomposition, false);
 
 impl CalibrationDecomposition {
-    fn shape(&self) -> CallShape {
-        CallShape {
-            name: "calibration_decomposition",
-            required: &[args::P, args::Y],
-            optional: &[SCORE_RULE, args::W],
-        }
-    }
-
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<PointsKernel> {
-        let func = "calibration_decomposition";
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<RowsStructKernel<4>> {
+        let func = SHAPE.name;
         let logloss = match args.exprs.get(2) {
             Some(e) => {
                 let v = literal(func, "score", e)?;
@@ -84,21 +93,43 @@ impl CalibrationDecomposition {
             }
             None => false,
         };
-        Ok(PointsKernel::new(
-            func,
-            Score::P,
-            weight_col(args.exprs, 3),
-            Out::Decomposition { logloss },
-            (NONPARAMETRIC_GRID, self.cap()),
-        ))
+        Ok(RowsStructKernel {
+            auc: AucKernel::named(func, weight_col(args.exprs, 3)),
+            names: OUT,
+            finish: Arc::new(move |rows, tally| {
+                let mut corp = Corp::new(logloss);
+                for_each_score(rows, tally, |p, w0, w1| corp.add(p, w0, w1));
+                corp.finish().map(|v| v.map(Some))
+            }),
+        })
     }
 }
 
-points_udaf!(
-    CalibrationDecomposition,
-    f64_struct_fields(&OUT),
-    CalibrationDecompositionDoc
-);
+impl crate::registry::Shaped for CalibrationDecomposition {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(SHAPE)
+    }
+}
+
+impl AggregateUDFImpl for CalibrationDecomposition {
+    kernel_udaf_common!();
+
+    fn return_type(
+        &self,
+        arg_types: &[arrow::datatypes::DataType],
+    ) -> Result<arrow::datatypes::DataType> {
+        SHAPE.coerce(arg_types)?;
+        Ok(arrow::datatypes::DataType::Struct(f64_struct_fields(&OUT)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<arrow::datatypes::FieldRef>> {
+        Ok(auc::state_fields(args.name))
+    }
+
+    fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
+        crate::common::documented(CalibrationDecompositionDoc.doc(), &SHAPE)
+    }
+}
 
 /// `x·ln y`, 0 when x is 0 (scipy's `xlogy`).
 fn xlogy(x: f64, y: f64) -> f64 {
@@ -109,41 +140,72 @@ fn xlogy(x: f64, y: f64) -> f64 {
     }
 }
 
-/// The total score of the points (p, Σw, Σw·y) when they predict `q(i)`.
-fn total_score(pts: &[(f64, f64, f64)], logloss: bool, q: impl Fn(usize) -> f64) -> f64 {
-    pts.iter()
-        .enumerate()
-        .map(|(i, &(_, n, t))| {
-            let q = q(i);
-            if logloss {
-                -xlogy(t, q) - xlogy(n - t, 1.0 - q)
-            } else {
-                (n - t) * q * q + t * (1.0 - q) * (1.0 - q)
-            }
-        })
-        .sum()
-}
-
-/// The decomposition of points (p, Σw, Σw·y) sorted by p, or None when every weight is 0.
-pub(crate) fn decompose(pts: &[(f64, f64, f64)], logloss: bool) -> Option<[f64; 4]> {
-    let pts: Vec<(f64, f64, f64)> = pts.iter().copied().filter(|pt| pt.1 > 0.0).collect();
-    let n: f64 = pts.iter().map(|pt| pt.1).sum();
-    if n.is_nan() || n <= 0.0 {
-        return None;
+/// The total score of rows of weight `w0` with label 0 and `w1` with label 1 that all
+/// predict `q`.
+fn score(logloss: bool, w0: f64, w1: f64, q: f64) -> f64 {
+    if logloss {
+        -xlogy(w1, q) - xlogy(w0, 1.0 - q)
+    } else {
+        w0 * q * q + w1 * (1.0 - q) * (1.0 - q)
     }
-    let r = pts.iter().map(|pt| pt.2).sum::<f64>() / n;
-    let iso = pav(&pts);
-    let s = total_score(&pts, logloss, |i| pts[i].0) / n;
-    let s_iso = total_score(&pts, logloss, |i| iso[i]) / n;
-    let s_r = total_score(&pts, logloss, |_| r) / n;
-    Some([s, s - s_iso, s_r - s_iso, s_r])
 }
 
-/// The values of groups' states (None: no usable row, NULL).
-pub(super) fn evaluate(states: &[Option<&FitState>], logloss: bool) -> Result<ArrayRef> {
-    let rows: Vec<Option<[f64; 4]>> = states
-        .iter()
-        .map(|st| st.and_then(|st| decompose(&st.sorted_points(), logloss)))
-        .collect();
-    f64_struct_array(f64_struct_fields(&OUT), &rows)
+/// The decomposition, fed the distinct p in ascending order with their weights per label.
+struct Corp {
+    logloss: bool,
+    /// Σw of the rows labelled 0 and 1.
+    total: [f64; 2],
+    /// The total score of p.
+    s_p: f64,
+    /// The pool-adjacent-violators solution so far: blocks of consecutive p with their Σw
+    /// per label, ascending in mean label.
+    blocks: Vec<[f64; 2]>,
+}
+
+impl Corp {
+    fn new(logloss: bool) -> Self {
+        Self {
+            logloss,
+            total: [0.0; 2],
+            s_p: 0.0,
+            blocks: vec![],
+        }
+    }
+
+    fn add(&mut self, p: f64, w0: f64, w1: f64) {
+        // A p whose rows all weigh 0 takes no part in the isotonic fit (as scikit-learn's).
+        if w0 + w1 <= 0.0 || (w0 + w1).is_nan() {
+            return;
+        }
+        self.total[0] += w0;
+        self.total[1] += w1;
+        self.s_p += score(self.logloss, w0, w1, p);
+        let mean = |b: &[f64; 2]| b[1] / (b[0] + b[1]);
+        let mut block = [w0, w1];
+        while let Some(last) = self.blocks.last() {
+            if mean(last) < mean(&block) {
+                break;
+            }
+            block = [last[0] + block[0], last[1] + block[1]];
+            self.blocks.pop();
+        }
+        self.blocks.push(block);
+    }
+
+    /// [score, miscalibration, discrimination, uncertainty], or None when every weight is 0.
+    fn finish(&self) -> Option<[f64; 4]> {
+        let [n0, n1] = self.total;
+        let n = n0 + n1;
+        if n <= 0.0 || n.is_nan() {
+            return None;
+        }
+        let s_iso: f64 = self
+            .blocks
+            .iter()
+            .map(|&[b0, b1]| score(self.logloss, b0, b1, b1 / (b0 + b1)))
+            .sum();
+        let (s, s_iso) = (self.s_p / n, s_iso / n);
+        let s_r = score(self.logloss, n0, n1, n1 / n) / n;
+        Some([s, s - s_iso, s_r - s_iso, s_r])
+    }
 }

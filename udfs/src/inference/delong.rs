@@ -20,15 +20,17 @@
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{ArrayRef, BooleanArray, Float64Array, StructArray};
-use arrow::buffer::{NullBuffer, OffsetBuffer};
-use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use arrow::array::{ArrayRef, BooleanArray, Float64Array};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion_common::{internal_err, Result};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
+use super::rows::RowsStructKernel;
+use super::{f64_struct_column, f64_struct_fields};
 use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
     literal_checked, usable_rows, Arg, CallShape,
@@ -37,7 +39,7 @@ use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::labels::f64_labels;
 use crate::metrics::auc::{self, AucKernel};
 use crate::stats::{normal_quantile, two_sided_p};
-use crate::values::{runs_of, Rows, Tally};
+use crate::values::{class_runs, sweep, Rows, Tally};
 
 const INTERVAL: CallShape = CallShape {
     name: "auc_interval",
@@ -59,35 +61,6 @@ fn section() -> DocSection {
     }
 }
 
-fn f64_fields(names: &[&str]) -> Fields {
-    names
-        .iter()
-        .map(|n| Field::new(*n, DataType::Float64, true))
-        .collect()
-}
-
-/// A struct column of Float64 fields `names`, one row per entry (NULL rows for None).
-fn struct_column<const K: usize>(
-    names: &[&str],
-    rows: &[Option<[Option<f64>; K]>],
-) -> Result<ArrayRef> {
-    let columns: Vec<ArrayRef> = (0..K)
-        .map(|k| -> ArrayRef {
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.and_then(|r| r[k]))
-                    .collect::<Float64Array>(),
-            )
-        })
-        .collect();
-    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
-    Ok(Arc::new(StructArray::try_new(
-        f64_fields(names),
-        columns,
-        Some(nulls),
-    )?))
-}
-
 // ---------------------------------------------------------------------------------------
 // auc_interval
 
@@ -102,16 +75,23 @@ pub struct AucInterval {
 signature_from_shape!(AucInterval, INTERVAL);
 
 impl AucInterval {
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<AucIntervalKernel> {
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<RowsStructKernel<3>> {
         let level = match args.exprs.get(2) {
             Some(e) => literal_checked(INTERVAL.name, "level", e, "in (0, 1)", |x| {
                 x > 0.0 && x < 1.0
             })?,
             None => 0.95,
         };
-        Ok(AucIntervalKernel {
+        let z = normal_quantile((1.0 + level) / 2.0);
+        Ok(RowsStructKernel {
             auc: AucKernel::named(INTERVAL.name, None),
-            z: normal_quantile((1.0 + level) / 2.0),
+            names: INTERVAL_FIELDS,
+            finish: Arc::new(move |rows, tally| {
+                let (theta, se) = delong_of(rows, tally)?;
+                let lower = se.map(|se| (theta - z * se).max(0.0));
+                let upper = se.map(|se| (theta + z * se).min(1.0));
+                Some([Some(theta), lower, upper])
+            }),
         })
     }
 }
@@ -121,7 +101,7 @@ impl AggregateUDFImpl for AucInterval {
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         INTERVAL.coerce(arg_types)?;
-        Ok(DataType::Struct(f64_fields(&INTERVAL_FIELDS)))
+        Ok(DataType::Struct(f64_struct_fields(&INTERVAL_FIELDS)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -164,81 +144,6 @@ present; `lower`/`upper` NULL when a class has a single row (its variance is und
     }
 }
 
-/// `auc`'s kernel, finished with DeLong's interval.
-#[derive(Debug)]
-struct AucIntervalKernel {
-    auc: AucKernel,
-    /// Φ⁻¹((1 + level)/2).
-    z: f64,
-}
-
-/// (score, rows) pairs of several ascending sources merged into one ascending sequence, equal
-/// scores (−0 and +0 too) counted together.
-struct MergedRuns<'a> {
-    heads: Vec<Option<(f64, u64)>>,
-    sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>,
-}
-
-impl<'a> MergedRuns<'a> {
-    fn new(mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>) -> Self {
-        let heads = sources.iter_mut().map(|s| s.next()).collect();
-        Self { heads, sources }
-    }
-}
-
-impl Iterator for MergedRuns<'_> {
-    type Item = (f64, u64);
-
-    fn next(&mut self) -> Option<(f64, u64)> {
-        let v = self.heads.iter().flatten().map(|h| h.0).reduce(f64::min)?;
-        let mut rows = 0;
-        for (head, source) in self.heads.iter_mut().zip(self.sources.iter_mut()) {
-            while let Some((x, k)) = *head {
-                if x != v {
-                    break;
-                }
-                rows += k;
-                *head = source.next();
-            }
-        }
-        Some((v, rows))
-    }
-}
-
-/// One class's scores as ascending (score, rows): its sorted parts and its tally.
-fn class_runs<'a>(parts: &'a [&'a [f64]], tally: &'a Tally) -> MergedRuns<'a> {
-    let mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>> = parts
-        .iter()
-        .map(|p| Box::new(runs_of(p)) as Box<dyn Iterator<Item = (f64, u64)>>)
-        .collect();
-    sources.push(Box::new(tally.runs()));
-    MergedRuns::new(sources)
-}
-
-/// Sweeps the distinct scores of both classes in step, calling `f(neg_below, neg_equal,
-/// pos_below, pos_equal)` at each (the counts of rows below and equal to the score).
-fn sweep(
-    neg: impl Iterator<Item = (f64, u64)>,
-    pos: impl Iterator<Item = (f64, u64)>,
-    mut f: impl FnMut(u64, u64, u64, u64),
-) {
-    let (mut neg, mut pos) = (neg.peekable(), pos.peekable());
-    let (mut neg_below, mut pos_below) = (0u64, 0u64);
-    loop {
-        let v = match (neg.peek(), pos.peek()) {
-            (Some(a), Some(b)) => a.0.min(b.0),
-            (Some(a), None) => a.0,
-            (None, Some(b)) => b.0,
-            (None, None) => return,
-        };
-        let n_eq = neg.next_if(|x| x.0 == v).map_or(0, |x| x.1);
-        let p_eq = pos.next_if(|x| x.0 == v).map_or(0, |x| x.1);
-        f(neg_below, n_eq, pos_below, p_eq);
-        neg_below += n_eq;
-        pos_below += p_eq;
-    }
-}
-
 /// DeLong's (θ, se) of a group's rows and tallies; None with one class, se None when a
 /// class has one row.
 fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> {
@@ -253,7 +158,7 @@ fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> 
         return None;
     }
     let mut num2: u128 = 0;
-    sweep(runs(0), runs(1), |nb, ne, _, pe| {
+    sweep(runs(0), runs(1), |_, nb, ne, _, pe| {
         num2 += pe as u128 * (2 * nb + ne) as u128;
     });
     let theta = num2 as f64 / (2 * n as u128 * m as u128) as f64;
@@ -262,7 +167,7 @@ fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> 
     }
     let (nf, mf) = (n as f64, m as f64);
     let (mut s10, mut s01) = (0.0, 0.0);
-    sweep(runs(0), runs(1), |nb, ne, pb, pe| {
+    sweep(runs(0), runs(1), |_, nb, ne, pb, pe| {
         if pe > 0 {
             let v10 = (2 * nb + ne) as f64 / (2.0 * nf) - theta;
             s10 += pe as f64 * v10 * v10;
@@ -275,60 +180,6 @@ fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> 
     });
     let var = s10 / (mf - 1.0) / mf + s01 / (nf - 1.0) / nf;
     Some((theta, Some(var.max(0.0).sqrt())))
-}
-
-impl Kernel for AucIntervalKernel {
-    fn empty(&self) -> Result<Self> {
-        Ok(Self {
-            auc: self.auc.empty()?,
-            z: self.z,
-        })
-    }
-    fn resize(&mut self, n: usize) {
-        self.auc.resize(n)
-    }
-    fn num_groups(&self) -> usize {
-        self.auc.num_groups()
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        // The level (a constant) is not a data column of auc's kernel.
-        self.auc.update(&values[..2], groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.auc.merge(states, groups)
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.auc.state(range)
-    }
-    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.auc.take_state(range)
-    }
-    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        let z = self.z;
-        let rows: Vec<Option<[Option<f64>; 3]>> = range
-            .map(|g| {
-                let (theta, se) = delong_of(&mut self.auc.store.groups[g], &self.auc.tallies[g])?;
-                let lower = se.map(|se| (theta - z * se).max(0.0));
-                let upper = se.map(|se| (theta + z * se).min(1.0));
-                Some([Some(theta), lower, upper])
-            })
-            .collect();
-        struct_column(&INTERVAL_FIELDS, &rows)
-    }
-    fn drain(&mut self, n: usize) {
-        self.auc.drain(n)
-    }
-    fn size(&self) -> usize {
-        self.auc.size()
-    }
-    fn native_labels(&self) -> bool {
-        true
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -359,7 +210,7 @@ impl AggregateUDFImpl for AucTest {
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         TEST.coerce(arg_types)?;
-        Ok(DataType::Struct(f64_fields(&TEST_FIELDS)))
+        Ok(DataType::Struct(f64_struct_fields(&TEST_FIELDS)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -624,7 +475,7 @@ impl Kernel for PairKernel {
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         let rows: Vec<Option<[Option<f64>; 6]>> =
             self.groups[range].iter_mut().map(paired_test).collect();
-        struct_column(&TEST_FIELDS, &rows)
+        f64_struct_column(&TEST_FIELDS, &rows)
     }
 
     fn drain(&mut self, n: usize) {

@@ -12,8 +12,9 @@
 //! - [`delong`]: `auc_interval`, `auc_test` (DeLong's variance of the AUC: pROC's interval and
 //!   paired test).
 //!
-//! The three that need every distinct score keep them in the fits' state (`points`); the
-//! distributions are [`crate::stats`]'s.
+//! `calibration_slope` and `hosmer_lemeshow` keep one point per distinct score in the fits'
+//! state (`points`); `auc_interval` and `calibration_decomposition` keep `auc`'s rows
+//! (`rows`); the distributions are [`crate::stats`]'s.
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ pub mod delong;
 pub mod field_bias;
 pub mod hosmer_lemeshow;
 mod points;
+mod rows;
 pub mod spiegelhalter;
 
 /// A struct type whose fields are all nullable Float64, named `names`.
@@ -39,24 +41,34 @@ pub(crate) fn f64_struct_fields(names: &[&str]) -> Fields {
         .collect()
 }
 
-/// A struct column of Float64 fields from per-group rows (`None`: a NULL struct).
-pub(crate) fn f64_struct_array<const K: usize>(
-    fields: Fields,
-    rows: &[Option<[f64; K]>],
+/// A struct column of Float64 fields `names` from per-group rows (`None`: a NULL struct, a
+/// NULL entry: a NULL field).
+pub(crate) fn f64_struct_column<const K: usize>(
+    names: &[&str],
+    rows: &[Option<[Option<f64>; K]>],
 ) -> Result<ArrayRef> {
     let columns: Vec<ArrayRef> = (0..K)
         .map(|k| {
             Arc::new(
                 rows.iter()
-                    .map(|r| r.map(|v| v[k]))
+                    .map(|r| r.and_then(|r| r[k]))
                     .collect::<Float64Array>(),
             ) as ArrayRef
         })
         .collect();
     let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
     Ok(Arc::new(StructArray::try_new(
-        fields,
+        f64_struct_fields(names),
         columns,
         Some(nulls),
     )?))
+}
+
+/// [`f64_struct_column`] of rows whose fields are all set.
+pub(crate) fn f64_struct_array<const K: usize>(
+    names: &[&str],
+    rows: &[Option<[f64; K]>],
+) -> Result<ArrayRef> {
+    let rows: Vec<Option<[Option<f64>; K]>> = rows.iter().map(|r| r.map(|v| v.map(Some))).collect();
+    f64_struct_column(names, &rows)
 }

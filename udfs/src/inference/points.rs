@@ -1,4 +1,4 @@
-//! The state `calibration_slope`, `hosmer_lemeshow` and `calibration_decomposition` share: per
+//! The state `calibration_slope` and `hosmer_lemeshow` share: per
 //! group, one point per distinct score with Σw and Σw·y, kept in the fits' own state
 //! ([`FitState`]) and merged, serialised and accounted by the fits' kernel ([`FitKernel`]):
 //! exact up to `calibsql.fit_exact_cap` distinct scores per group (default
@@ -32,7 +32,6 @@ pub(crate) enum Score {
 pub(crate) enum Out {
     Slope,
     HosmerLemeshow { groups: usize },
-    Decomposition { logloss: bool },
 }
 
 /// The grid resolution of the nonparametric aggregates is `fit_isotonic`'s (the method only
@@ -150,7 +149,6 @@ impl Kernel for PointsKernel {
         match self.out {
             Out::Slope => super::calibration_slope::evaluate(&states),
             Out::HosmerLemeshow { groups } => super::hosmer_lemeshow::evaluate(&states, groups),
-            Out::Decomposition { logloss } => super::decomposition::evaluate(&states, logloss),
         }
     }
 

@@ -191,7 +191,7 @@ impl Kernel for SpiegelhalterKernel {
             .iter()
             .map(|s| (s[0] > 0.0).then(|| spiegelhalter_z(s[1], s[2])))
             .collect();
-        f64_struct_array(f64_struct_fields(&OUT), &rows)
+        f64_struct_array(&OUT, &rows)
     }
 
     fn drain(&mut self, n: usize) {

@@ -29,7 +29,9 @@ use crate::common::{
     args, f64_list_type, list_array, list_parts, list_type, weight_col, CallShape,
 };
 use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
-use crate::values::{self, distinct_in, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore};
+use crate::values::{
+    self, distinct_in, for_each_score, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore,
+};
 
 const SHAPE: CallShape = CallShape {
     name: "auc",
@@ -440,33 +442,13 @@ pub(crate) fn auc_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<f64> {
         let p: u128 = poss.iter().map(|x| x.len() as u128).sum::<u128>() + tally[1].rows();
         return (n > 0 && p > 0).then(|| num2 as f64 / (2 * n * p) as f64);
     }
-    rows.sort();
-    let [neg, pos] = &rows.p;
-    // Sweep both sorted classes in step, one distinct score at a time.
-    let (mut i, mut j) = (0, 0);
-    let [wn, wp] = &rows.w;
-    let (mut neg_below, mut num, mut pos_total, mut neg_total) = (0.0, 0.0, 0.0, 0.0);
-    while i < neg.len() || j < pos.len() {
-        let v = match (neg.get(i), pos.get(j)) {
-            (Some(a), Some(b)) => a.min(*b),
-            (Some(a), None) => *a,
-            (None, Some(b)) => *b,
-            (None, None) => unreachable!(),
-        };
-        let (mut n_eq, mut p_eq) = (0.0, 0.0);
-        while i < neg.len() && neg[i] == v {
-            n_eq += wn[i];
-            i += 1;
-        }
-        while j < pos.len() && pos[j] == v {
-            p_eq += wp[j];
-            j += 1;
-        }
+    let (mut neg_below, mut num, mut pos_total) = (0.0, 0.0, 0.0);
+    for_each_score(rows, tally, |_, n_eq, p_eq| {
         num += p_eq * (neg_below + 0.5 * n_eq);
         neg_below += n_eq;
         pos_total += p_eq;
-        neg_total += n_eq;
-    }
+    });
+    let neg_total = neg_below;
     (pos_total > 0.0 && neg_total > 0.0).then(|| num / (pos_total * neg_total))
 }
 

@@ -36,8 +36,10 @@ use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
 mod order;
+mod sweep;
 mod tally;
 pub(crate) use order::{is_sorted_f64, select_ranks, sort_f64};
+pub(crate) use sweep::{class_runs, for_each_score, sweep};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
 
 /// The names of the four state fields of a [`ValueStore`].

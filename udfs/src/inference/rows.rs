@@ -1,0 +1,85 @@
+//! The kernel of the inference aggregates that keep `auc`'s state (the rows, or a count per
+//! distinct score when scores repeat; see `crate::metrics::auc`) and finish each group with a
+//! struct of Float64 fields: `auc_interval` and `calibration_decomposition`. They merge,
+//! serialise and account their state exactly as `auc` does.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray};
+use datafusion_common::Result;
+
+use super::f64_struct_column;
+use crate::kernel::Kernel;
+use crate::metrics::auc::AucKernel;
+use crate::values::{Rows, Tally};
+
+/// A group's result from its rows and tallies: K fields (None: a NULL struct).
+pub(crate) type Finish<const K: usize> =
+    Arc<dyn Fn(&mut Rows, &[Tally; 2]) -> Option<[Option<f64>; K]> + Send + Sync>;
+
+/// `auc`'s kernel whose value is `finish` of each group, a struct of fields `names`.
+pub(crate) struct RowsStructKernel<const K: usize> {
+    pub(crate) auc: AucKernel,
+    pub(crate) names: [&'static str; K],
+    pub(crate) finish: Finish<K>,
+}
+
+impl<const K: usize> fmt::Debug for RowsStructKernel<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RowsStructKernel")
+            .field("auc", &self.auc)
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<const K: usize> Kernel for RowsStructKernel<K> {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            auc: self.auc.empty()?,
+            names: self.names,
+            finish: Arc::clone(&self.finish),
+        })
+    }
+    fn resize(&mut self, n: usize) {
+        self.auc.resize(n)
+    }
+    fn num_groups(&self) -> usize {
+        self.auc.num_groups()
+    }
+    fn update(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Option<&BooleanArray>,
+    ) -> Result<()> {
+        self.auc.update(values, groups, filter)
+    }
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.auc.merge(states, groups)
+    }
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.auc.state(range)
+    }
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.auc.take_state(range)
+    }
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let finish = Arc::clone(&self.finish);
+        let rows: Vec<Option<[Option<f64>; K]>> = range
+            .map(|g| finish(&mut self.auc.store.groups[g], &self.auc.tallies[g]))
+            .collect();
+        f64_struct_column(&self.names, &rows)
+    }
+    fn drain(&mut self, n: usize) {
+        self.auc.drain(n)
+    }
+    fn size(&self) -> usize {
+        self.auc.size()
+    }
+    fn native_labels(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,113 @@
+//! A group's rows read in ascending score order, both classes in step: the sweep that
+//! `auc_interval` and `calibration_decomposition` make over `auc`'s state (the group's own
+//! rows, the sorted partial states it merged, read where they lie, and its tallies).
+
+use super::{runs_of, Rows, Tally};
+
+/// (score, rows) pairs of several ascending sources merged into one ascending sequence, equal
+/// scores (−0 and +0 too) counted together.
+pub(crate) struct MergedRuns<'a> {
+    heads: Vec<Option<(f64, u64)>>,
+    sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>,
+}
+
+impl<'a> MergedRuns<'a> {
+    fn new(mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>) -> Self {
+        let heads = sources.iter_mut().map(|s| s.next()).collect();
+        Self { heads, sources }
+    }
+}
+
+impl Iterator for MergedRuns<'_> {
+    type Item = (f64, u64);
+
+    fn next(&mut self) -> Option<(f64, u64)> {
+        let v = self.heads.iter().flatten().map(|h| h.0).reduce(f64::min)?;
+        let mut rows = 0;
+        for (head, source) in self.heads.iter_mut().zip(self.sources.iter_mut()) {
+            while let Some((x, k)) = *head {
+                if x != v {
+                    break;
+                }
+                rows += k;
+                *head = source.next();
+            }
+        }
+        Some((v, rows))
+    }
+}
+
+/// One class's scores as ascending (score, rows): its sorted parts and its tally.
+pub(crate) fn class_runs<'a>(parts: &'a [&'a [f64]], tally: &'a Tally) -> MergedRuns<'a> {
+    let mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>> = parts
+        .iter()
+        .map(|p| Box::new(runs_of(p)) as Box<dyn Iterator<Item = (f64, u64)>>)
+        .collect();
+    sources.push(Box::new(tally.runs()));
+    MergedRuns::new(sources)
+}
+
+/// Sweeps the distinct scores of both classes in step, calling `f(score, neg_below,
+/// neg_equal, pos_below, pos_equal)` at each (the counts of rows below and equal to it).
+pub(crate) fn sweep(
+    neg: impl Iterator<Item = (f64, u64)>,
+    pos: impl Iterator<Item = (f64, u64)>,
+    mut f: impl FnMut(f64, u64, u64, u64, u64),
+) {
+    let (mut neg, mut pos) = (neg.peekable(), pos.peekable());
+    let (mut neg_below, mut pos_below) = (0u64, 0u64);
+    loop {
+        let v = match (neg.peek(), pos.peek()) {
+            (Some(a), Some(b)) => a.0.min(b.0),
+            (Some(a), None) => a.0,
+            (None, Some(b)) => b.0,
+            (None, None) => return,
+        };
+        let n_eq = neg.next_if(|x| x.0 == v).map_or(0, |x| x.1);
+        let p_eq = pos.next_if(|x| x.0 == v).map_or(0, |x| x.1);
+        f(v, neg_below, n_eq, pos_below, p_eq);
+        neg_below += n_eq;
+        pos_below += p_eq;
+    }
+}
+
+/// Calls `f(score, negatives' weight, positives' weight)` at each distinct score of a
+/// group's rows and tallies, ascending (−0 and +0 are one score). Unweighted rows weigh 1
+/// each; weighted rows are sorted in place first (weighted groups have no tallies).
+pub(crate) fn for_each_score(
+    rows: &mut Rows,
+    tally: &[Tally; 2],
+    mut f: impl FnMut(f64, f64, f64),
+) {
+    let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
+    if !weighted {
+        let [negs, poss] = rows.sorted_parts();
+        sweep(
+            class_runs(&negs, &tally[0]),
+            class_runs(&poss, &tally[1]),
+            |v, _, n_eq, _, p_eq| f(v, n_eq as f64, p_eq as f64),
+        );
+        return;
+    }
+    rows.sort();
+    let ([neg, pos], [wn, wp]) = (&rows.p, &rows.w);
+    let (mut i, mut j) = (0, 0);
+    while i < neg.len() || j < pos.len() {
+        let v = match (neg.get(i), pos.get(j)) {
+            (Some(a), Some(b)) => a.min(*b),
+            (Some(a), None) => *a,
+            (None, Some(b)) => *b,
+            (None, None) => unreachable!(),
+        };
+        let (mut n_eq, mut p_eq) = (0.0, 0.0);
+        while i < neg.len() && neg[i] == v {
+            n_eq += wn[i];
+            i += 1;
+        }
+        while j < pos.len() && pos[j] == v {
+            p_eq += wp[j];
+            j += 1;
+        }
+        f(v, n_eq, p_eq);
+    }
+}
