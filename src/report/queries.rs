@@ -93,6 +93,26 @@ pub async fn compute(
         ));
     }
 
+    // The segments' and days' scans run beside the headline's, whose end (sorting the rows,
+    // the isotonic and DeLong sweeps) holds one core; dropping `scans` (an error) stops them.
+    let mut scans = tokio::task::JoinSet::new();
+    let mut spawn_scan = |slot: usize, sql: String, what: String| {
+        let ctx = ctx.clone();
+        scans.spawn(async move { (slot, run_with_schema(&ctx, &sql, &what).await) });
+    };
+    let field_scans: Vec<String> = (0..options.fields.len())
+        .map(|k| plan.field_values_sql(k))
+        .collect();
+    for (k, (scan_sql, field)) in field_scans.iter().zip(&options.fields).enumerate() {
+        let what = format!("the segments of --field {field}");
+        spawn_scan(k, plan.with_input(scan_sql), what);
+    }
+    let daily_scan = columns.day.then(|| plan.daily_states_sql());
+    if let Some(scan_sql) = &daily_scan {
+        let what = "the daily values".to_string();
+        spawn_scan(field_scans.len(), plan.with_input(scan_sql), what);
+    }
+
     let headline_sql = plan.headline_sql();
     let headline = run(ctx, &plan.with_input(&headline_sql), "the headline numbers").await?;
     queries.push(Query {
@@ -101,13 +121,20 @@ pub async fn compute(
     });
     let mut models = read_models(&headline, options)?;
 
-    // Segments and days: the scan groups by value or day on the session (local or remote);
-    // ranking, pooling, rolling windows and the drift rule run locally over its small result.
+    let mut scanned: Vec<Option<(SchemaRef, Vec<RecordBatch>)>> =
+        vec![None; field_scans.len() + usize::from(daily_scan.is_some())];
+    while let Some(done) = scans.join_next().await {
+        let (slot, result) = done.context("report: a scan stopped")?;
+        scanned[slot] = Some(result?);
+    }
+    let mut scanned = scanned.into_iter().map(|s| s.expect("every scan reports"));
+
+    // Ranking, pooling, rolling windows and the drift rule run locally over the scans' small
+    // results.
     let segments_sql = plan.segments_sql();
-    for (k, field) in options.fields.iter().enumerate() {
-        let scan_sql = plan.field_values_sql(k);
+    for (k, (scan_sql, field)) in field_scans.into_iter().zip(&options.fields).enumerate() {
         let what = format!("the segments of --field {field}");
-        let values = run_with_schema(ctx, &plan.with_input(&scan_sql), &what).await?;
+        let values = scanned.next().expect("one scan per field");
         let batches = run_over(values, "field_values", &segments_sql, &what).await?;
         queries.push(Query {
             section: format!("segments of {field}: field_values"),
@@ -122,12 +149,10 @@ pub async fn compute(
         });
     }
 
-    if columns.day {
-        let scan_sql = plan.daily_states_sql();
+    if let Some(scan_sql) = daily_scan {
         let daily_sql = plan.daily_sql();
-        let what = "the daily values";
-        let states = run_with_schema(ctx, &plan.with_input(&scan_sql), what).await?;
-        let batches = run_over(states, "daily", &daily_sql, what).await?;
+        let states = scanned.next().expect("the daily scan");
+        let batches = run_over(states, "daily", &daily_sql, "the daily values").await?;
         queries.push(Query {
             section: "over time: daily".to_string(),
             sql: scan_sql,

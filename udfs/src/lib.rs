@@ -128,8 +128,8 @@ pub fn all_aggregate_functions() -> Vec<Arc<AggregateUDF>> {
 
 /// `udaf` keeping `cap` distinct scores exactly per group before pooling them into grid
 /// cells, if it is one of the aggregates whose cap is a setting — `fit_isotonic`,
-/// `fit_histogram`, `fit_bbq`, `fit_confcalib`, `hosmer_lemeshow` and their `_state` /
-/// `_merge` forms; `None` for any other
+/// `fit_histogram`, `fit_bbq`, `fit_confcalib` and their `_state` / `_merge` forms; `None`
+/// for any other
 /// function. (DataFusion hands an aggregate no session settings, so the calibsql engine
 /// applies `SET calibsql.fit_exact_cap` by swapping the function in the plan with this.)
 pub fn with_exact_cap(udaf: &AggregateUDF, cap: usize) -> Option<AggregateUDF> {

@@ -20,16 +20,16 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::{DataType, Field, Fields};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::Result;
-use datafusion_expr::function::AccumulatorArgs;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::Signature;
 use datafusion_macros::user_doc;
 
-use super::points::{points_udaf, Out, PointsKernel, Score};
+use super::points::PointsKernel;
 use crate::common::{args, weight_col, CallShape};
 use crate::fit::{FitState, Method, EXACT_CAP};
-use crate::kernel::{kernel_aggregate, signature_from_shape};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
 use crate::scalars::sigmoid;
 
 #[user_doc(
@@ -93,9 +93,7 @@ impl CalibrationSlope {
     fn kernel(&self, args: &AccumulatorArgs) -> Result<PointsKernel> {
         Ok(PointsKernel::new(
             "calibration_slope",
-            Score::Logit,
             weight_col(args.exprs, 2),
-            Out::Slope,
             (Method::Platt, EXACT_CAP),
         ))
     }
@@ -103,7 +101,22 @@ impl CalibrationSlope {
 
 kernel_aggregate!(CalibrationSlope, false);
 
-points_udaf!(CalibrationSlope, out_fields(), CalibrationSlopeDoc);
+impl datafusion_expr::AggregateUDFImpl for CalibrationSlope {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        SHAPE.coerce(arg_types)?;
+        Ok(DataType::Struct(out_fields()))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(crate::fit::fit_state_fields(args.name))
+    }
+
+    fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
+        crate::common::documented(CalibrationSlopeDoc.doc(), &SHAPE)
+    }
+}
 
 /// `ln(1 + eˣ)` without overflow.
 fn softplus(x: f64) -> f64 {

@@ -95,7 +95,7 @@ impl CalibrationDecomposition {
         };
         Ok(RowsStructKernel {
             auc: AucKernel::named(func, weight_col(args.exprs, 3)),
-            names: OUT,
+            fields: f64_struct_fields(&OUT),
             finish: Arc::new(move |rows, tally| {
                 let mut corp = Corp::new(logloss);
                 for_each_score(rows, tally, |p, w0, w1| corp.add(p, w0, w1));

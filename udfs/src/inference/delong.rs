@@ -85,7 +85,7 @@ impl AucInterval {
         let z = normal_quantile((1.0 + level) / 2.0);
         Ok(RowsStructKernel {
             auc: AucKernel::named(INTERVAL.name, None),
-            names: INTERVAL_FIELDS,
+            fields: f64_struct_fields(&INTERVAL_FIELDS),
             finish: Arc::new(move |rows, tally| {
                 let (theta, se) = delong_of(rows, tally)?;
                 let lower = se.map(|se| (theta - z * se).max(0.0));

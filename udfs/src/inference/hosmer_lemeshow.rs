@@ -13,22 +13,25 @@
 //! whose p are all 0 (or all 1) has `E₁ = 0` (or `E₀ = 0`): the statistic is NaN when its
 //! labels agree (0/0) and +Infinity otherwise.
 //!
-//! The state is `points`'s with the score p and unit weights: exact up to the exact
-//! cap; past it the quantiles and groups are those of the grid cells' mean p.
+//! The state is `auc`'s (the rows, or a count per distinct p once p repeats), so the test is
+//! exact at any size: at the end three sweeps over the distinct p in ascending order
+//! (`crate::values::for_each_score`) count the rows, pick the quantiles' order statistics, and
+//! add up the groups.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
-use arrow::buffer::NullBuffer;
-use arrow::datatypes::{DataType, Field, Fields};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::{plan_err, Result};
-use datafusion_expr::function::AccumulatorArgs;
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::AggregateUDFImpl;
 use datafusion_macros::user_doc;
 
-use super::points::{points_aggregate, points_udaf, Out, PointsKernel, Score, NONPARAMETRIC_GRID};
+use super::rows::RowsStructKernel;
 use crate::common::{args, literal, literal_f64, Arg, CallShape};
-use crate::fit::FitState;
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
+use crate::metrics::auc::{self, AucKernel};
 use crate::stats::chi_square_sf;
+use crate::values::for_each_score;
 
 /// Default number of groups (R's `hoslem.test` default `g = 10`).
 pub const DEFAULT_HL_GROUPS: usize = 10;
@@ -42,8 +45,8 @@ the rows are cut into groups at the type-7 quantiles of p (`unique(quantile(p, s
 right, the lowest break included), and `statistic = Σ_g (O_g − E_g)² / (E_g (1 − E_g/n_g))` over the non-empty groups \
 (O_g positives, E_g = Σ p, n_g rows), `df = G − 2` with G the non-empty groups (R uses g − 2 whatever the ties leave), \
 and the chi-square `p_value` (NaN when df < 1), as `{statistic, df, p_value}`. A group whose p are all 0 or all 1 \
-makes the statistic NaN (its labels agree with p) or +Infinity, as in R. Exact up to `calibsql.fit_exact_cap` \
-distinct p per group (default 10,000,000); past it p is pooled into the fits' grid cells. NULL when no row is usable.",
+makes the statistic NaN (its labels agree with p) or +Infinity, as in R. Exact: keeps what `auc` keeps (8 bytes a \
+row, or a count per distinct p when p repeats). NULL when no row is usable.",
     syntax_example = "hosmer_lemeshow(p, y [, n_groups])",
     sql_example = r#"```sql
 > SELECT h['df'] AS df, round(h['statistic'], 6) AS statistic FROM (SELECT hosmer_lemeshow(p, y, 4) AS h FROM (VALUES (0.1, 0), (0.2, 0), (0.3, 1), (0.4, 0), (0.5, 1), (0.6, 0), (0.7, 1), (0.8, 1)) AS t(p, y));
@@ -71,22 +74,24 @@ fn out_fields() -> Fields {
 /// The number of groups (`g` of `hoslem.test`).
 const N_GROUPS: Arg = Arg::lit_int("n_groups").or("10");
 
-points_aggregate!(
-    /// `hosmer_lemeshow`.
-    HosmerLemeshow
-);
+const SHAPE: CallShape = CallShape {
+    name: "hosmer_lemeshow",
+    required: &[args::P, args::Y],
+    optional: &[N_GROUPS],
+};
+
+/// `hosmer_lemeshow`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct HosmerLemeshow {
+    signature: datafusion_expr::Signature,
+}
+
+signature_from_shape!(HosmerLemeshow, SHAPE);
+kernel_aggregate!(HosmerLemeshow, false);
 
 impl HosmerLemeshow {
-    fn shape(&self) -> CallShape {
-        CallShape {
-            name: "hosmer_lemeshow",
-            required: &[args::P, args::Y],
-            optional: &[N_GROUPS],
-        }
-    }
-
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<PointsKernel> {
-        let func = "hosmer_lemeshow";
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<RowsStructKernel<3>> {
+        let func = SHAPE.name;
         let groups = match args.exprs.get(2) {
             Some(e) => {
                 let v = literal(func, "n_groups", e)?;
@@ -100,44 +105,87 @@ impl HosmerLemeshow {
             }
             None => DEFAULT_HL_GROUPS,
         };
-        Ok(PointsKernel::new(
-            func,
-            Score::P,
-            None,
-            Out::HosmerLemeshow { groups },
-            (NONPARAMETRIC_GRID, self.cap()),
-        ))
+        Ok(RowsStructKernel {
+            auc: AucKernel::named(func, None),
+            fields: out_fields(),
+            finish: Arc::new(move |rows, tally| {
+                let (stat, df, p) = hoslem(
+                    |f: &mut dyn FnMut(f64, f64, f64)| {
+                        for_each_score(rows, tally, |p, n0, n1| f(p, n0 + n1, n1))
+                    },
+                    groups,
+                )?;
+                Some([Some(stat), Some(df as f64), Some(p)])
+            }),
+        })
     }
 }
 
-points_udaf!(HosmerLemeshow, out_fields(), HosmerLemeshowDoc);
-
-/// The value at 0-based rank `k` of the rows, given the points' cumulative row counts.
-fn order_statistic(pts: &[(f64, f64, f64)], cum: &[f64], k: f64) -> f64 {
-    let i = cum.partition_point(|&c| c <= k);
-    pts[i.min(pts.len() - 1)].0
+impl crate::registry::Shaped for HosmerLemeshow {
+    fn call_shape(&self) -> Option<CallShape> {
+        Some(SHAPE)
+    }
 }
 
-/// The test on points (p, rows, positives) sorted by p: statistic, df, p-value.
-pub(crate) fn hoslem(pts: &[(f64, f64, f64)], g: usize) -> (f64, i64, f64) {
-    let mut cum = Vec::with_capacity(pts.len());
+impl AggregateUDFImpl for HosmerLemeshow {
+    kernel_udaf_common!();
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        SHAPE.coerce(arg_types)?;
+        Ok(DataType::Struct(out_fields()))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(auc::state_fields(args.name))
+    }
+
+    fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
+        crate::common::documented(HosmerLemeshowDoc.doc(), &SHAPE)
+    }
+}
+
+/// The test over the distinct p that `sweep(f)` hands to `f(p, rows, positives)` in ascending
+/// order (each call replays them): statistic, df, p-value; None without rows.
+pub(crate) fn hoslem(
+    mut sweep: impl FnMut(&mut dyn FnMut(f64, f64, f64)),
+    g: usize,
+) -> Option<(f64, i64, f64)> {
     let mut total = 0.0;
-    for &(_, n, _) in pts {
-        total += n;
-        cum.push(total);
+    sweep(&mut |_, n, _| total += n);
+    if total <= 0.0 {
+        return None;
     }
-    // R's quantile type 7 at probs k/g (seq(0, 1, 1/g): k·(1/g), the last clipped to 1).
+    // R's quantile type 7 at probs k/g (seq(0, 1, 1/g): k·(1/g), the last clipped to 1), from
+    // the order statistics at 0-based ranks ⌊index⌋ − 1 and ⌈index⌉ − 1.
     let by = 1.0 / g as f64;
-    let mut breaks: Vec<f64> = (0..=g)
-        .map(|k| {
-            let prob = (k as f64 * by).min(1.0);
-            // 1-based as R computes it (the rounding of h is R's).
-            let index = 1.0 + (total - 1.0) * prob;
-            let lo = index.floor();
-            let h = index - lo;
+    let indices: Vec<f64> = (0..=g)
+        .map(|k| 1.0 + (total - 1.0) * (k as f64 * by).min(1.0))
+        .collect();
+    let mut ranks: Vec<f64> = indices
+        .iter()
+        .flat_map(|i| [i.floor() - 1.0, i.ceil() - 1.0])
+        .collect();
+    ranks.sort_by(f64::total_cmp);
+    ranks.dedup();
+    let mut values = vec![f64::NAN; ranks.len()];
+    let (mut below, mut next) = (0.0, 0);
+    sweep(&mut |p, n, _| {
+        // The rows at 0-based ranks [below, below + n) have this p.
+        below += n;
+        while next < ranks.len() && ranks[next] < below {
+            values[next] = p;
+            next += 1;
+        }
+    });
+    let order_statistic = |rank: f64| values[ranks.partition_point(|&r| r < rank)];
+    let mut breaks: Vec<f64> = indices
+        .iter()
+        .map(|&index| {
+            // The rounding of h is R's.
+            let h = index - index.floor();
             let (xl, xh) = (
-                order_statistic(pts, &cum, lo - 1.0),
-                order_statistic(pts, &cum, index.ceil() - 1.0),
+                order_statistic(index.floor() - 1.0),
+                order_statistic(index.ceil() - 1.0),
             );
             if h > 0.0 && xh != xl {
                 (1.0 - h) * xl + h * xh
@@ -148,16 +196,15 @@ pub(crate) fn hoslem(pts: &[(f64, f64, f64)], g: usize) -> (f64, i64, f64) {
         .collect();
     breaks.dedup();
     let inner = &breaks[1..breaks.len().saturating_sub(1).max(1)];
-    let groups = inner.len() + 1;
     // Per group: rows, Σy, Σp, Σ(1 − p).
-    let mut sums = vec![[0.0; 4]; groups];
-    for &(p, n, t) in pts {
+    let mut sums = vec![[0.0; 4]; inner.len() + 1];
+    sweep(&mut |p, n, t| {
         let s = &mut sums[inner.partition_point(|&e| e < p)];
         s[0] += n;
         s[1] += t;
         s[2] += n * p;
         s[3] += n * (1.0 - p);
-    }
+    });
     let mut stat = 0.0;
     let mut used = 0i64;
     for &[n, o1, e1, e0] in &sums {
@@ -169,32 +216,5 @@ pub(crate) fn hoslem(pts: &[(f64, f64, f64)], g: usize) -> (f64, i64, f64) {
         stat += (o1 - e1) * (o1 - e1) / e1 + (o0 - e0) * (o0 - e0) / e0;
     }
     let df = used - 2;
-    (stat, df, chi_square_sf(stat, df as f64))
-}
-
-/// The values of groups' states (None: no usable row, NULL).
-pub(super) fn evaluate(states: &[Option<&FitState>], g: usize) -> Result<ArrayRef> {
-    let rows: Vec<Option<(f64, i64, f64)>> = states
-        .iter()
-        .map(|st| st.map(|st| hoslem(&st.sorted_points(), g)))
-        .collect();
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(
-            rows.iter()
-                .map(|r| r.map(|v| v.0))
-                .collect::<Float64Array>(),
-        ),
-        Arc::new(rows.iter().map(|r| r.map(|v| v.1)).collect::<Int64Array>()),
-        Arc::new(
-            rows.iter()
-                .map(|r| r.map(|v| v.2))
-                .collect::<Float64Array>(),
-        ),
-    ];
-    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
-    Ok(Arc::new(StructArray::try_new(
-        out_fields(),
-        columns,
-        Some(nulls),
-    )?))
+    Some((stat, df, chi_square_sf(stat, df as f64)))
 }

@@ -12,14 +12,15 @@
 //! - [`delong`]: `auc_interval`, `auc_test` (DeLong's variance of the AUC: pROC's interval and
 //!   paired test).
 //!
-//! `calibration_slope` and `hosmer_lemeshow` keep one point per distinct score in the fits'
-//! state (`points`); `auc_interval` and `calibration_decomposition` keep `auc`'s rows
-//! (`rows`); the distributions are [`crate::stats`]'s.
+//! `calibration_slope` keeps one point per distinct logit in the parametric fits' state
+//! (`points`); `auc_interval`, `hosmer_lemeshow` and `calibration_decomposition` keep `auc`'s
+//! rows (`rows`); the distributions are [`crate::stats`]'s.
 
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, StructArray};
 use arrow::buffer::NullBuffer;
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Fields};
 use datafusion_common::Result;
 
@@ -41,27 +42,40 @@ pub(crate) fn f64_struct_fields(names: &[&str]) -> Fields {
         .collect()
 }
 
-/// A struct column of Float64 fields `names` from per-group rows (`None`: a NULL struct, a
-/// NULL entry: a NULL field).
+/// A struct column of `fields` from per-group rows of numbers (`None`: a NULL struct, a NULL
+/// entry: a NULL field), each number cast to its field's type (an integral count such as a
+/// degree of freedom to Int64).
+pub(crate) fn struct_column<const K: usize>(
+    fields: &Fields,
+    rows: &[Option<[Option<f64>; K]>],
+) -> Result<ArrayRef> {
+    let columns = (0..K)
+        .map(|k| {
+            let values: ArrayRef = Arc::new(
+                rows.iter()
+                    .map(|r| r.and_then(|r| r[k]))
+                    .collect::<Float64Array>(),
+            );
+            match fields.get(k).map(|f| f.data_type()) {
+                Some(DataType::Float64) | None => Ok(values),
+                Some(t) => Ok(cast(&values, t)?),
+            }
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
+    Ok(Arc::new(StructArray::try_new(
+        fields.clone(),
+        columns,
+        Some(nulls),
+    )?))
+}
+
+/// A struct column of Float64 fields `names` (see [`struct_column`]).
 pub(crate) fn f64_struct_column<const K: usize>(
     names: &[&str],
     rows: &[Option<[Option<f64>; K]>],
 ) -> Result<ArrayRef> {
-    let columns: Vec<ArrayRef> = (0..K)
-        .map(|k| {
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.and_then(|r| r[k]))
-                    .collect::<Float64Array>(),
-            ) as ArrayRef
-        })
-        .collect();
-    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
-    Ok(Arc::new(StructArray::try_new(
-        f64_struct_fields(names),
-        columns,
-        Some(nulls),
-    )?))
+    struct_column(&f64_struct_fields(names), rows)
 }
 
 /// [`f64_struct_column`] of rows whose fields are all set.

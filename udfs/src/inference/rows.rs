@@ -1,6 +1,6 @@
 //! The kernel of the inference aggregates that keep `auc`'s state (the rows, or a count per
 //! distinct score when scores repeat; see `crate::metrics::auc`) and finish each group with a
-//! struct of Float64 fields: `auc_interval` and `calibration_decomposition`. They merge,
+//! struct of numbers: `auc_interval`, `calibration_decomposition` and `hosmer_lemeshow`. They merge,
 //! serialise and account their state exactly as `auc` does.
 
 use std::fmt;
@@ -8,9 +8,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray};
+use arrow::datatypes::Fields;
 use datafusion_common::Result;
 
-use super::f64_struct_column;
+use super::struct_column;
 use crate::kernel::Kernel;
 use crate::metrics::auc::AucKernel;
 use crate::values::{Rows, Tally};
@@ -19,10 +20,11 @@ use crate::values::{Rows, Tally};
 pub(crate) type Finish<const K: usize> =
     Arc<dyn Fn(&mut Rows, &[Tally; 2]) -> Option<[Option<f64>; K]> + Send + Sync>;
 
-/// `auc`'s kernel whose value is `finish` of each group, a struct of fields `names`.
+/// `auc`'s kernel whose value is `finish` of each group, a struct of `fields` (each number
+/// cast to its field's type).
 pub(crate) struct RowsStructKernel<const K: usize> {
     pub(crate) auc: AucKernel,
-    pub(crate) names: [&'static str; K],
+    pub(crate) fields: Fields,
     pub(crate) finish: Finish<K>,
 }
 
@@ -30,7 +32,7 @@ impl<const K: usize> fmt::Debug for RowsStructKernel<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RowsStructKernel")
             .field("auc", &self.auc)
-            .field("names", &self.names)
+            .field("fields", &self.fields)
             .finish_non_exhaustive()
     }
 }
@@ -39,7 +41,7 @@ impl<const K: usize> Kernel for RowsStructKernel<K> {
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             auc: self.auc.empty()?,
-            names: self.names,
+            fields: self.fields.clone(),
             finish: Arc::clone(&self.finish),
         })
     }
@@ -71,7 +73,7 @@ impl<const K: usize> Kernel for RowsStructKernel<K> {
         let rows: Vec<Option<[Option<f64>; K]>> = range
             .map(|g| finish(&mut self.auc.store.groups[g], &self.auc.tallies[g]))
             .collect();
-        f64_struct_column(&self.names, &rows)
+        struct_column(&self.fields, &rows)
     }
     fn drain(&mut self, n: usize) {
         self.auc.drain(n)
