@@ -12,17 +12,18 @@
 //! counted per distinct score when they repeat — and sweeps the two classes' sorted scores
 //! twice at the end (θ exactly as `auc` counts it, then the placements' variances), reading
 //! the rows where they lie. `auc_test` needs each row's two scores together (the covariance
-//! of the two models' placements is over rows), so it keeps the pairs, 16 bytes a row (what
-//! `auc` keeps for each of the two scores), and at the end sorts each class by one score at
-//! a time and finds a row's placement by binary search in the other class; the only room it
-//! takes beyond the rows is one f64 a row of the larger class while it computes.
+//! of the two models' placements is over rows), so it keeps the pairs side by side, 16 bytes a
+//! row (what `auc` keeps for each of the two scores), moved into and out of its partial states
+//! without a copy. At the end it sorts each class by one score, then by the other, sweeping
+//! the other class in step each time; beyond the rows it takes one buffer of 16 bytes a row of
+//! the larger class (a row's placement under one score beside its other score).
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{ArrayRef, BooleanArray, Float64Array};
-use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::array::{ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::buffer::{OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::{internal_err, Result};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -186,7 +187,7 @@ fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> 
 // auc_test
 
 const TEST_FIELDS: [&str; 6] = ["auc_a", "auc_b", "diff", "se", "z", "p_value"];
-const TEST_STATE: [&str; 4] = ["neg_a", "neg_b", "pos_a", "pos_b"];
+const TEST_STATE: [&str; 2] = ["neg_pairs", "pos_pairs"];
 
 /// `auc_test(p_a, p_b, y)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -260,17 +261,52 @@ class has a single row. Rows with a NULL `p_a`, `p_b` or `y` are skipped. Keeps 
     }
 }
 
-/// Per group, per class (0 negatives, 1 positives), the rows' two scores.
-type Pairs = [Vec<[f64; 2]>; 2];
+/// One group's rows, per class (0 negatives, 1 positives), each row's two scores side by side
+/// (`a₀, b₀, a₁, b₁, …`: the layout of the state's lists, so a state moves in and out
+/// without a copy): the group's own rows, and runs, the merged partial states' slices kept
+/// where they arrived until the group is evaluated.
+#[derive(Debug, Default)]
+struct Pairs {
+    own: [Vec<f64>; 2],
+    runs: [Vec<ScalarBuffer<f64>>; 2],
+}
 
+/// `auc_test`'s kernel: per group its [`Pairs`], and the bytes they hold.
 #[derive(Debug)]
 struct PairKernel {
     groups: Vec<Pairs>,
     bytes: usize,
 }
 
-fn pairs_bytes(p: &Pairs) -> usize {
-    (p[0].capacity() + p[1].capacity()) * size_of::<[f64; 2]>()
+/// Smallest span of a merged state kept as a run instead of copied (a run keeps the whole
+/// incoming buffer alive while it is held).
+const MIN_RUN: usize = 4096;
+
+impl Pairs {
+    fn bytes(&self) -> usize {
+        let runs: usize = self.runs.iter().flatten().map(|r| r.len()).sum();
+        (self.own[0].capacity() + self.own[1].capacity() + runs) * size_of::<f64>()
+    }
+
+    /// Class `c`'s rows as one vector: the runs are absorbed into the own vector, the
+    /// first of them taken over without a copy when the group holds nothing else of it and
+    /// nobody else holds it (a partial state whose batch DataFusion has dropped).
+    fn absorbed(&mut self, c: usize) -> &mut [[f64; 2]] {
+        let runs = std::mem::take(&mut self.runs[c]);
+        let own = &mut self.own[c];
+        for run in runs {
+            if own.is_empty() {
+                match run.into_inner().into_vec::<f64>() {
+                    Ok(v) => *own = v,
+                    Err(buffer) => own.extend_from_slice(buffer.typed_data::<f64>()),
+                }
+            } else {
+                own.reserve_exact(run.len());
+                own.extend_from_slice(&run);
+            }
+        }
+        own.as_chunks_mut::<2>().0
+    }
 }
 
 /// A sweep along `other` (sorted by score `j`) for scores given in ascending order: twice a
@@ -344,8 +380,7 @@ fn centred_sums(counts: &[[f64; 2]], denom: f64, theta: [f64; 2]) -> [f64; 3] {
 }
 
 /// DeLong's paired test of a group: [auc_a, auc_b, diff, se, z, p_value].
-fn paired_test(pairs: &mut Pairs) -> Option<[Option<f64>; 6]> {
-    let [neg, pos] = pairs;
+fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Option<[Option<f64>; 6]> {
     let (n, m) = (neg.len(), pos.len());
     if n == 0 || m == 0 {
         return None;
@@ -415,34 +450,40 @@ impl Kernel for PairKernel {
             let pb = check_p(func, "p_b", b[i])?;
             let c = (check_y(func, y[i])? == 1.0) as usize;
             let g = if one_group { 0 } else { groups[i] };
-            let rows = &mut self.groups[g][c];
+            let rows = &mut self.groups[g].own[c];
             let before = rows.capacity();
-            rows.push([pa, pb]);
-            self.bytes += (rows.capacity() - before) * size_of::<[f64; 2]>();
+            rows.extend_from_slice(&[pa, pb]);
+            self.bytes += (rows.capacity() - before) * size_of::<f64>();
             Ok(())
         })
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        if states.len() != 4 {
+        if states.len() != 2 {
             return internal_err!("auc_test: malformed partial state");
         }
-        let parts: Vec<(&[i32], &[f64])> = states.iter().map(list_parts).collect();
-        for (r, &g) in groups.iter().enumerate() {
-            for c in 0..2 {
-                let (oa, va) = parts[2 * c];
-                let (ob, vb) = parts[2 * c + 1];
-                let (sa, sb) = (
-                    oa[r] as usize..oa[r + 1] as usize,
-                    ob[r] as usize..ob[r + 1] as usize,
-                );
-                if sa.len() != sb.len() {
+        for (c, state) in states.iter().enumerate() {
+            let (offsets, values) = list_parts(state);
+            let buffer = state
+                .as_list::<i32>()
+                .values()
+                .as_primitive::<Float64Type>()
+                .values();
+            for (r, &g) in groups.iter().enumerate() {
+                let span = offsets[r] as usize..offsets[r + 1] as usize;
+                if span.len() % 2 != 0 {
                     return internal_err!("auc_test: malformed partial state");
                 }
-                let rows = &mut self.groups[g][c];
+                let pairs = &mut self.groups[g];
+                if span.len() >= MIN_RUN {
+                    pairs.runs[c].push(buffer.slice(span.start, span.len()));
+                    self.bytes += span.len() * size_of::<f64>();
+                    continue;
+                }
+                let rows = &mut pairs.own[c];
                 let before = rows.capacity();
-                rows.extend(va[sa].iter().zip(&vb[sb]).map(|(&a, &b)| [a, b]));
-                self.bytes += (rows.capacity() - before) * size_of::<[f64; 2]>();
+                rows.extend_from_slice(&values[span]);
+                self.bytes += (rows.capacity() - before) * size_of::<f64>();
             }
         }
         Ok(())
@@ -450,37 +491,69 @@ impl Kernel for PairKernel {
 
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         let groups = &self.groups[range];
-        Ok((0..4)
-            .map(|k| -> ArrayRef {
-                let (c, j) = (k / 2, k % 2);
-                let offsets = OffsetBuffer::from_lengths(groups.iter().map(|p| p[c].len()));
-                let values: Float64Array = groups
+        Ok((0..2)
+            .map(|c| -> ArrayRef {
+                let lengths = groups
                     .iter()
-                    .flat_map(|p| p[c].iter().map(|r| r[j]))
-                    .collect();
-                list_array(offsets, Arc::new(values))
+                    .map(|p| p.own[c].len() + p.runs[c].iter().map(|r| r.len()).sum::<usize>());
+                let offsets = OffsetBuffer::from_lengths(lengths);
+                let mut values = Vec::with_capacity(*offsets.last().unwrap_or(&0) as usize);
+                for p in groups {
+                    values.extend_from_slice(&p.own[c]);
+                    for run in &p.runs[c] {
+                        values.extend_from_slice(run);
+                    }
+                }
+                list_array(offsets, Arc::new(Float64Array::from(values)))
             })
             .collect())
     }
 
+    /// [`Kernel::state`], moving the rows out: a single group's own rows become the lists'
+    /// buffers without a copy.
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let out = self.state(range.clone())?;
+        let single = range.len() == 1 && self.groups[range.start].runs.iter().all(Vec::is_empty);
+        let out = if single {
+            let pairs = std::mem::take(&mut self.groups[range.start]);
+            self.bytes = self.bytes.saturating_sub(pairs.bytes());
+            pairs
+                .own
+                .into_iter()
+                .map(|rows| -> ArrayRef {
+                    let offsets = OffsetBuffer::from_lengths([rows.len()]);
+                    list_array(offsets, Arc::new(Float64Array::from(rows)))
+                })
+                .collect()
+        } else {
+            self.state(range.clone())?
+        };
         for p in &mut self.groups[range] {
-            self.bytes = self.bytes.saturating_sub(pairs_bytes(p));
+            self.bytes = self.bytes.saturating_sub(p.bytes());
             *p = Default::default();
         }
         Ok(out)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        let rows: Vec<Option<[Option<f64>; 6]>> =
-            self.groups[range].iter_mut().map(paired_test).collect();
+        let mut rows: Vec<Option<[Option<f64>; 6]>> = Vec::with_capacity(range.len());
+        for g in range {
+            let pairs = &mut self.groups[g];
+            let before = pairs.bytes();
+            pairs.absorbed(0);
+            pairs.absorbed(1);
+            self.bytes = (self.bytes + pairs.bytes()).saturating_sub(before);
+            let [neg, pos] = &mut pairs.own;
+            rows.push(paired_test(
+                neg.as_chunks_mut::<2>().0,
+                pos.as_chunks_mut::<2>().0,
+            ));
+        }
         f64_struct_column(&TEST_FIELDS, &rows)
     }
 
     fn drain(&mut self, n: usize) {
         for p in self.groups.drain(..n) {
-            self.bytes = self.bytes.saturating_sub(pairs_bytes(&p));
+            self.bytes = self.bytes.saturating_sub(p.bytes());
         }
     }
 
@@ -513,11 +586,9 @@ mod tests {
     /// the Mann–Whitney count by hand.
     #[test]
     fn a_model_against_itself_has_no_difference() {
-        let mut pairs: Pairs = [
-            vec![[0.1, 0.1], [0.4, 0.4], [0.3, 0.3]],
-            vec![[0.35, 0.35], [0.8, 0.8], [0.4, 0.4]],
-        ];
-        let r = paired_test(&mut pairs).unwrap();
+        let mut neg = [[0.1, 0.1], [0.4, 0.4], [0.3, 0.3]];
+        let mut pos = [[0.35, 0.35], [0.8, 0.8], [0.4, 0.4]];
+        let r = paired_test(&mut neg, &mut pos).unwrap();
         assert_eq!(r[2], Some(0.0));
         assert_eq!(r[3], Some(0.0));
         assert_eq!(r[4], Some(0.0));
