@@ -10,8 +10,8 @@
 //!
 //! `auc_interval` keeps what `auc` keeps — the same kernel (`crate::metrics::auc`), rows
 //! counted per distinct score when they repeat — and sweeps the two classes' sorted scores
-//! twice at the end (θ exactly as `auc` counts it, then the placements' variances), reading
-//! the rows where they lie. `auc_test` needs each row's two scores together (the covariance
+//! once at the end, reading the rows where they lie: θ exactly as `auc` counts it and the
+//! placements' variances, from integer sums. `auc_test` needs each row's two scores together (the covariance
 //! of the two models' placements is over rows), so it keeps the pairs side by side, 16 bytes a
 //! row (what `auc` keeps for each of the two scores), moved into and out of its partial states
 //! without a copy. At the end it sorts each class by one score, then by the other, sweeping
@@ -145,40 +145,55 @@ present; `lower`/`upper` NULL when a class has a single row (its variance is und
     }
 }
 
+/// Σ (kᵢ − k̄)² of `count` integers from their sum and sum of squares, as
+/// `(count·Σk² − (Σk)²) / count`: exact in integers while they fit in 128 bits.
+fn centred_square_sum(count: u64, sum: u128, sum_sq: u128) -> f64 {
+    let c = u128::from(count);
+    match (c.checked_mul(sum_sq), sum.checked_mul(sum)) {
+        (Some(a), Some(b)) => (a - b) as f64 / c as f64,
+        _ => sum_sq as f64 - (sum as f64) * (sum as f64) / c as f64,
+    }
+}
+
 /// DeLong's (θ, se) of a group's rows and tallies; None with one class, se None when a
-/// class has one row.
+/// class has one row. One sweep over both classes' distinct scores adds up each class's
+/// placement counts (twice a placement times the other class's size: `2·below + equal` for
+/// a positive, `2·above + equal` for a negative) and their squares, in exact integers.
 fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> {
     let [negs, poss] = rows.sorted_parts();
-    let runs = |c: usize| {
-        let parts = if c == 0 { &negs } else { &poss };
-        class_runs(parts, &tally[c])
+    let total = |parts: &[&[f64]], t: &Tally| -> u64 {
+        parts.iter().map(|p| p.len() as u64).sum::<u64>() + t.rows() as u64
     };
-    let n: u64 = runs(0).map(|r| r.1).sum();
-    let m: u64 = runs(1).map(|r| r.1).sum();
+    let (n, m) = (total(&negs, &tally[0]), total(&poss, &tally[1]));
     if n == 0 || m == 0 {
         return None;
     }
-    let mut num2: u128 = 0;
-    sweep(runs(0), runs(1), |_, nb, ne, _, pe| {
-        num2 += pe as u128 * (2 * nb + ne) as u128;
-    });
-    let theta = num2 as f64 / (2 * n as u128 * m as u128) as f64;
+    // Per class: Σ rows·k and Σ rows·k² of the placement counts k.
+    let (mut pos_k, mut pos_k2, mut neg_k, mut neg_k2) = (0u128, 0u128, 0u128, 0u128);
+    sweep(
+        class_runs(&negs, &tally[0]),
+        class_runs(&poss, &tally[1]),
+        |_, nb, ne, pb, pe| {
+            if pe > 0 {
+                let k = u128::from(2 * nb + ne);
+                pos_k += u128::from(pe) * k;
+                pos_k2 += u128::from(pe) * k * k;
+            }
+            if ne > 0 {
+                let k = u128::from(2 * (m - pb - pe) + pe);
+                neg_k += u128::from(ne) * k;
+                neg_k2 += u128::from(ne) * k * k;
+            }
+        },
+    );
+    let theta = pos_k as f64 / (2 * u128::from(n) * u128::from(m)) as f64;
     if n < 2 || m < 2 {
         return Some((theta, None));
     }
     let (nf, mf) = (n as f64, m as f64);
-    let (mut s10, mut s01) = (0.0, 0.0);
-    sweep(runs(0), runs(1), |_, nb, ne, pb, pe| {
-        if pe > 0 {
-            let v10 = (2 * nb + ne) as f64 / (2.0 * nf) - theta;
-            s10 += pe as f64 * v10 * v10;
-        }
-        if ne > 0 {
-            let above = m - pb - pe;
-            let v01 = (2 * above + pe) as f64 / (2.0 * mf) - theta;
-            s01 += ne as f64 * v01 * v01;
-        }
-    });
+    // The placements are the counts over 2n (positives) and 2m (negatives).
+    let s10 = centred_square_sum(m, pos_k, pos_k2) / (4.0 * nf * nf);
+    let s01 = centred_square_sum(n, neg_k, neg_k2) / (4.0 * mf * mf);
     let var = s10 / (mf - 1.0) / mf + s01 / (nf - 1.0) / nf;
     Some((theta, Some(var.max(0.0).sqrt())))
 }

@@ -14,9 +14,9 @@
 //! labels agree (0/0) and +Infinity otherwise.
 //!
 //! The state is `auc`'s (the rows, or a count per distinct p once p repeats), so the test is
-//! exact at any size: at the end three sweeps over the distinct p in ascending order
-//! (`crate::values::for_each_score`) count the rows, pick the quantiles' order statistics, and
-//! add up the groups.
+//! exact at any size: at the end two sweeps over the distinct p in ascending order
+//! (`crate::values::for_each_score`) pick the quantiles' order statistics and add up the
+//! groups.
 
 use std::sync::Arc;
 
@@ -109,7 +109,9 @@ impl HosmerLemeshow {
             auc: AucKernel::named(func, None),
             fields: out_fields(),
             finish: Arc::new(move |rows, tally| {
+                let rows_total = rows.len() as f64 + (tally[0].rows() + tally[1].rows()) as f64;
                 let (stat, df, p) = hoslem(
+                    rows_total,
                     |f: &mut dyn FnMut(f64, f64, f64)| {
                         for_each_score(rows, tally, |p, n0, n1| f(p, n0 + n1, n1))
                     },
@@ -144,14 +146,13 @@ impl AggregateUDFImpl for HosmerLemeshow {
     }
 }
 
-/// The test over the distinct p that `sweep(f)` hands to `f(p, rows, positives)` in ascending
-/// order (each call replays them): statistic, df, p-value; None without rows.
+/// The test over `total` rows whose distinct p `sweep(f)` hands to `f(p, rows, positives)` in
+/// ascending order (each call replays them): statistic, df, p-value; None without rows.
 pub(crate) fn hoslem(
+    total: f64,
     mut sweep: impl FnMut(&mut dyn FnMut(f64, f64, f64)),
     g: usize,
 ) -> Option<(f64, i64, f64)> {
-    let mut total = 0.0;
-    sweep(&mut |_, n, _| total += n);
     if total <= 0.0 {
         return None;
     }

@@ -2,49 +2,80 @@
 //! `auc_interval` and `calibration_decomposition` make over `auc`'s state (the group's own
 //! rows, the sorted partial states it merged, read where they lie, and its tallies).
 
-use super::{runs_of, Rows, Tally};
+use super::{Rows, Tally};
+
+/// One ascending source of a class's scores and where it has been read to.
+struct Cursor<'a> {
+    /// The scores, one a row or (a tally) one a distinct score.
+    p: &'a [f64],
+    /// A tally's rows per score; empty: one row each.
+    n: &'a [u64],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    #[inline]
+    fn peek(&self) -> Option<f64> {
+        self.p.get(self.at).copied()
+    }
+
+    /// Reads past the rows whose score is `v`, returning how many there were.
+    #[inline]
+    fn take(&mut self, v: f64) -> u64 {
+        let start = self.at;
+        if self.n.is_empty() {
+            while self.at < self.p.len() && self.p[self.at] == v {
+                self.at += 1;
+            }
+            (self.at - start) as u64
+        } else if self.at < self.p.len() && self.p[self.at] == v {
+            // A tally's scores are distinct.
+            self.at += 1;
+            self.n[start]
+        } else {
+            0
+        }
+    }
+}
 
 /// (score, rows) pairs of several ascending sources merged into one ascending sequence, equal
 /// scores (−0 and +0 too) counted together.
 pub(crate) struct MergedRuns<'a> {
-    heads: Vec<Option<(f64, u64)>>,
-    sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>,
-}
-
-impl<'a> MergedRuns<'a> {
-    fn new(mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>>) -> Self {
-        let heads = sources.iter_mut().map(|s| s.next()).collect();
-        Self { heads, sources }
-    }
+    sources: Vec<Cursor<'a>>,
 }
 
 impl Iterator for MergedRuns<'_> {
     type Item = (f64, u64);
 
+    #[inline]
     fn next(&mut self) -> Option<(f64, u64)> {
-        let v = self.heads.iter().flatten().map(|h| h.0).reduce(f64::min)?;
-        let mut rows = 0;
-        for (head, source) in self.heads.iter_mut().zip(self.sources.iter_mut()) {
-            while let Some((x, k)) = *head {
-                if x != v {
-                    break;
-                }
-                rows += k;
-                *head = source.next();
-            }
+        if let [only] = &mut self.sources[..] {
+            let v = only.peek()?;
+            return Some((v, only.take(v)));
         }
-        Some((v, rows))
+        let v = self
+            .sources
+            .iter()
+            .filter_map(Cursor::peek)
+            .reduce(f64::min)?;
+        Some((v, self.sources.iter_mut().map(|s| s.take(v)).sum()))
     }
 }
 
 /// One class's scores as ascending (score, rows): its sorted parts and its tally.
-pub(crate) fn class_runs<'a>(parts: &'a [&'a [f64]], tally: &'a Tally) -> MergedRuns<'a> {
-    let mut sources: Vec<Box<dyn Iterator<Item = (f64, u64)> + 'a>> = parts
-        .iter()
-        .map(|p| Box::new(runs_of(p)) as Box<dyn Iterator<Item = (f64, u64)>>)
-        .collect();
-    sources.push(Box::new(tally.runs()));
-    MergedRuns::new(sources)
+pub(crate) fn class_runs<'a>(parts: &[&'a [f64]], tally: &'a Tally) -> MergedRuns<'a> {
+    let rows = parts.iter().map(|&p| Cursor { p, n: &[], at: 0 });
+    let counted = Cursor {
+        p: &tally.p,
+        n: &tally.n,
+        at: 0,
+    };
+    MergedRuns {
+        sources: rows
+            .chain(std::iter::once(counted))
+            .filter(|c| !c.p.is_empty())
+            .collect(),
+    }
 }
 
 /// Sweeps the distinct scores of both classes in step, calling `f(score, neg_below,
