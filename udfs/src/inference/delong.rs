@@ -15,8 +15,10 @@
 //! of the two models' placements is over rows), so it keeps the pairs side by side, 16 bytes a
 //! row (what `auc` keeps for each of the two scores), moved into and out of its partial states
 //! without a copy. At the end it sorts each class by one score, then by the other, sweeping
-//! the other class in step each time; beyond the rows it takes one buffer of 16 bytes a row of
-//! the larger class (a row's placement under one score beside its other score).
+//! the other class in step each time, and adds up the placement counts, their squares and
+//! products in exact integers; beyond the rows it takes 4 bytes a row of the class it places
+//! (each row's count under the first score) and a sorting buffer of at most a sixteenth of
+//! that class's rows.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -24,7 +26,7 @@ use std::sync::{Arc, OnceLock};
 use arrow::array::{ArrayRef, AsArray, BooleanArray, Float64Array};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
-use datafusion_common::{internal_err, Result};
+use datafusion_common::{internal_err, plan_err, Result};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
@@ -145,13 +147,14 @@ present; `lower`/`upper` NULL when a class has a single row (its variance is und
     }
 }
 
-/// Σ (kᵢ − k̄)² of `count` integers from their sum and sum of squares, as
-/// `(count·Σk² − (Σk)²) / count`: exact in integers while they fit in 128 bits.
-fn centred_square_sum(count: u64, sum: u128, sum_sq: u128) -> f64 {
+/// Σ (aᵢ − ā)(bᵢ − b̄) of `count` pairs of integers from Σa, Σb and Σab, as
+/// `(count·Σab − Σa·Σb) / count`: exact in integers while they fit in 128 bits.
+fn centred_cross_sum(count: u64, sum_a: u128, sum_b: u128, sum_ab: u128) -> f64 {
     let c = u128::from(count);
-    match (c.checked_mul(sum_sq), sum.checked_mul(sum)) {
-        (Some(a), Some(b)) => (a - b) as f64 / c as f64,
-        _ => sum_sq as f64 - (sum as f64) * (sum as f64) / c as f64,
+    match (c.checked_mul(sum_ab), sum_a.checked_mul(sum_b)) {
+        (Some(x), Some(y)) if x >= y => (x - y) as f64 / c as f64,
+        (Some(x), Some(y)) => -((y - x) as f64) / c as f64,
+        _ => sum_ab as f64 - (sum_a as f64) * (sum_b as f64) / c as f64,
     }
 }
 
@@ -192,8 +195,8 @@ fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> 
     }
     let (nf, mf) = (n as f64, m as f64);
     // The placements are the counts over 2n (positives) and 2m (negatives).
-    let s10 = centred_square_sum(m, pos_k, pos_k2) / (4.0 * nf * nf);
-    let s01 = centred_square_sum(n, neg_k, neg_k2) / (4.0 * mf * mf);
+    let s10 = centred_cross_sum(m, pos_k, pos_k, pos_k2) / (4.0 * nf * nf);
+    let s01 = centred_cross_sum(n, neg_k, neg_k, neg_k2) / (4.0 * mf * mf);
     let var = s10 / (mf - 1.0) / mf + s01 / (nf - 1.0) / nf;
     Some((theta, Some(var.max(0.0).sqrt())))
 }
@@ -327,17 +330,25 @@ impl Pairs {
 /// A sweep along `other` (sorted by score `j`) for scores given in ascending order: twice a
 /// score's placement count, `2·below + equal` for a positive against the negatives,
 /// `2·above + equal` for a negative against the positives (ties count one half, as `auc`).
+/// It gallops, so scores far apart in `other` cost a few probes, not a step per row between.
 fn placement_counter(other: &[[f64; 2]], j: usize, positive: bool) -> impl FnMut(f64) -> u64 + '_ {
     let total = other.len() as u64;
+    // The first index from `from` whose score is not below `v` (or not above, with `le`).
+    let gallop = move |from: usize, v: f64, le: bool| -> usize {
+        let past = |o: &[f64; 2]| if le { o[j] <= v } else { o[j] < v };
+        let mut step = 1;
+        let mut lo = from;
+        while lo + step <= other.len() && past(&other[lo + step - 1]) {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(other.len());
+        lo + other[lo..hi].partition_point(past)
+    };
     let (mut below, mut upto) = (0, 0);
     move |v| {
-        while below < other.len() && other[below][j] < v {
-            below += 1;
-        }
-        upto = upto.max(below);
-        while upto < other.len() && other[upto][j] <= v {
-            upto += 1;
-        }
+        below = gallop(below, v, false);
+        upto = gallop(upto.max(below), v, true);
         let (b, e) = (below as u64, (upto - below) as u64);
         if positive {
             2 * b + e
@@ -351,68 +362,91 @@ fn sort_by_score(rows: &mut [[f64; 2]], j: usize) {
     rows.sort_unstable_by(|a, b| a[j].total_cmp(&b[j]));
 }
 
-/// Each row of `rows`' placement counts against `other` under both scores, into `out` as
-/// `[count under b, count under a]` (in the order of the values, so the sums over them do not
-/// depend on the order rows arrived in), and the sums of the counts under each score. Both
-/// classes are sorted by one score, then the other, and swept once each way: O(n log n) in
-/// sorts and linear sweeps, where a binary search per row missed the cache at every step.
-fn placement_counts(
+/// Sums of the placement counts of `rows` against `other` under both scores (ka under a, kb
+/// under b), in exact integers: `[Σka, Σkb, Σka², Σka·kb, Σkb²]`. Both classes are sorted by
+/// a and swept once, keeping each row's ka (4 bytes a row); then `other` is sorted by b and
+/// the rows, a slice at a time (at most a sixteenth of them), are sorted by b and swept
+/// against it. An error when a count does not fit in 32 bits (over 2³¹ rows in `other`).
+fn placement_sums(
     rows: &mut [[f64; 2]],
     other: &mut [[f64; 2]],
     positive: bool,
-    out: &mut Vec<[f64; 2]>,
-) -> [u128; 2] {
-    let mut sums = [0u128; 2];
+) -> Result<[u128; 5]> {
+    if u32::try_from(2 * other.len() as u64).is_err() {
+        return plan_err!(
+            "auc_test: a group holds {} rows of one class, more than the 2147483647 it can count",
+            other.len()
+        );
+    }
+    let mut sums = [0u128; 5];
     sort_by_score(rows, 0);
     sort_by_score(other, 0);
-    out.clear();
+    let mut ka: Vec<u32> = Vec::with_capacity(rows.len());
     {
         let mut count = placement_counter(other, 0, positive);
-        out.extend(rows.iter().map(|r| {
-            let k = count(r[0]);
-            sums[0] += u128::from(k);
-            [r[1], k as f64]
-        }));
+        ka.extend(rows.iter().map(|r| count(r[0]) as u32));
     }
-    out.sort_unstable_by(|x, y| x[0].total_cmp(&y[0]).then(x[1].total_cmp(&y[1])));
     sort_by_score(other, 1);
-    let mut count = placement_counter(other, 1, positive);
-    for o in out.iter_mut() {
-        let k = count(o[0]);
-        sums[1] += u128::from(k);
-        o[0] = k as f64;
+    let slice = (rows.len() / 16).max(1 << 16);
+    let mut by_b: Vec<(f64, u32)> = Vec::with_capacity(slice.min(rows.len()));
+    for (rs, ks) in rows.chunks(slice).zip(ka.chunks(slice)) {
+        by_b.clear();
+        by_b.extend(rs.iter().zip(ks).map(|(r, &k)| (r[1], k)));
+        by_b.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
+        let mut count = placement_counter(other, 1, positive);
+        for &(b, ka) in &by_b {
+            let (ka, kb) = (u128::from(ka), u128::from(count(b)));
+            sums[0] += ka;
+            sums[1] += kb;
+            sums[2] += ka * ka;
+            sums[3] += ka * kb;
+            sums[4] += kb * kb;
+        }
     }
-    sums
-}
-
-/// The sums of products of the centred placements (counts over `denom`, minus θ) under both
-/// scores: [Σ a², Σ a·b, Σ b²].
-fn centred_sums(counts: &[[f64; 2]], denom: f64, theta: [f64; 2]) -> [f64; 3] {
-    counts.iter().fold([0.0; 3], |s, &[kb, ka]| {
-        let (a, b) = (ka / denom - theta[0], kb / denom - theta[1]);
-        [s[0] + a * a, s[1] + a * b, s[2] + b * b]
-    })
+    Ok(sums)
 }
 
 /// DeLong's paired test of a group: [auc_a, auc_b, diff, se, z, p_value].
-fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Option<[Option<f64>; 6]> {
-    let (n, m) = (neg.len(), pos.len());
+fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<Option<[Option<f64>; 6]>> {
+    let (n, m) = (neg.len() as u64, pos.len() as u64);
     if n == 0 || m == 0 {
-        return None;
+        return Ok(None);
     }
     // θ as `auc` counts it: Σ over positives of 2·below + equal, exact integers.
-    let mut counts = Vec::with_capacity(n.max(m));
-    let num2 = placement_counts(pos, neg, true, &mut counts);
-    let theta = num2.map(|k| k as f64 / (2 * n as u128 * m as u128) as f64);
+    let pos_sums = placement_sums(pos, neg, true)?;
+    let pairs = 2 * u128::from(n) * u128::from(m);
+    let theta = [
+        pos_sums[0] as f64 / pairs as f64,
+        pos_sums[1] as f64 / pairs as f64,
+    ];
     let diff = theta[0] - theta[1];
     if n < 2 || m < 2 {
-        return Some([Some(theta[0]), Some(theta[1]), Some(diff), None, None, None]);
+        return Ok(Some([
+            Some(theta[0]),
+            Some(theta[1]),
+            Some(diff),
+            None,
+            None,
+            None,
+        ]));
     }
-    let s10 = centred_sums(&counts, 2.0 * n as f64, theta);
-    placement_counts(neg, pos, false, &mut counts);
-    let s01 = centred_sums(&counts, 2.0 * m as f64, theta);
+    let neg_sums = placement_sums(neg, pos, false)?;
     let (nf, mf) = (n as f64, m as f64);
-    let s: [f64; 3] = std::array::from_fn(|k| s10[k] / (mf - 1.0) / mf + s01[k] / (nf - 1.0) / nf);
+    // A class's share of DeLong's covariance matrix, [(a, a), (a, b), (b, b)]: the sample
+    // covariances of its `size` placements (its counts over `denom`), over `size`.
+    let covariance = |k: &[u128; 5], size: u64, denom: f64| {
+        let c = |sa, sb, sab| centred_cross_sum(size, sa, sb, sab) / (denom * denom);
+        let size = size as f64;
+        [
+            c(k[0], k[0], k[2]),
+            c(k[0], k[1], k[3]),
+            c(k[1], k[1], k[4]),
+        ]
+        .map(|x| x / (size - 1.0) / size)
+    };
+    let s10 = covariance(&pos_sums, m, 2.0 * nf);
+    let s01 = covariance(&neg_sums, n, 2.0 * mf);
+    let s: [f64; 3] = std::array::from_fn(|k| s10[k] + s01[k]);
     let var = s[0] + s[2] - 2.0 * s[1];
     let se = var.max(0.0).sqrt();
     // pROC: no difference and no variance of the difference is z = 0.
@@ -421,14 +455,14 @@ fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Option<[Option<f64
     } else {
         diff / se
     };
-    Some([
+    Ok(Some([
         Some(theta[0]),
         Some(theta[1]),
         Some(diff),
         Some(se),
         Some(z),
         Some(two_sided_p(z)),
-    ])
+    ]))
 }
 
 impl Kernel for PairKernel {
@@ -561,7 +595,7 @@ impl Kernel for PairKernel {
             rows.push(paired_test(
                 neg.as_chunks_mut::<2>().0,
                 pos.as_chunks_mut::<2>().0,
-            ));
+            )?);
         }
         f64_struct_column(&TEST_FIELDS, &rows)
     }
@@ -603,7 +637,7 @@ mod tests {
     fn a_model_against_itself_has_no_difference() {
         let mut neg = [[0.1, 0.1], [0.4, 0.4], [0.3, 0.3]];
         let mut pos = [[0.35, 0.35], [0.8, 0.8], [0.4, 0.4]];
-        let r = paired_test(&mut neg, &mut pos).unwrap();
+        let r = paired_test(&mut neg, &mut pos).unwrap().unwrap();
         assert_eq!(r[2], Some(0.0));
         assert_eq!(r[3], Some(0.0));
         assert_eq!(r[4], Some(0.0));
