@@ -457,3 +457,69 @@ macro_rules! signature_from_shape {
     };
 }
 pub(crate) use signature_from_shape;
+
+/// Inside `impl Kernel for K` of a kernel that wraps another kernel (or a store with the same
+/// methods) in its field `$inner` and changes only what it computes from it: the named
+/// methods, each passed on to `$inner` unchanged
+/// (`delegate_to_inner!(inner: resize, num_groups, merge, state, drain, size);`).
+macro_rules! delegate_to_inner {
+    ($inner:ident: $($method:ident),+ $(,)?) => {
+        $($crate::kernel::delegate_to_inner!(@ $inner $method);)+
+    };
+    (@ $inner:ident resize) => {
+        fn resize(&mut self, n: usize) {
+            self.$inner.resize(n)
+        }
+    };
+    (@ $inner:ident num_groups) => {
+        fn num_groups(&self) -> usize {
+            self.$inner.num_groups()
+        }
+    };
+    (@ $inner:ident update) => {
+        fn update(
+            &mut self,
+            values: &[arrow::array::ArrayRef],
+            groups: &[usize],
+            filter: Option<&arrow::array::BooleanArray>,
+        ) -> datafusion_common::Result<()> {
+            self.$inner.update(values, groups, filter)
+        }
+    };
+    (@ $inner:ident merge) => {
+        fn merge(
+            &mut self,
+            states: &[arrow::array::ArrayRef],
+            groups: &[usize],
+        ) -> datafusion_common::Result<()> {
+            self.$inner.merge(states, groups)
+        }
+    };
+    (@ $inner:ident state) => {
+        fn state(
+            &self,
+            range: std::ops::Range<usize>,
+        ) -> datafusion_common::Result<Vec<arrow::array::ArrayRef>> {
+            self.$inner.state(range)
+        }
+    };
+    (@ $inner:ident take_state) => {
+        fn take_state(
+            &mut self,
+            range: std::ops::Range<usize>,
+        ) -> datafusion_common::Result<Vec<arrow::array::ArrayRef>> {
+            self.$inner.take_state(range)
+        }
+    };
+    (@ $inner:ident drain) => {
+        fn drain(&mut self, n: usize) {
+            self.$inner.drain(n)
+        }
+    };
+    (@ $inner:ident size) => {
+        fn size(&self) -> usize {
+            self.$inner.size()
+        }
+    };
+}
+pub(crate) use delegate_to_inner;

@@ -41,7 +41,10 @@
 //!      default, a SQL literal, sits next to the name, and is what named calls that skip the
 //!      argument and the stored states' parameters use;
 //!    - `fn kernel(&self, args: &AccumulatorArgs) -> Result<K>`: a `Kernel` (kernel.rs) with
-//!      its per-group state, `update`, `merge`, `state`, `evaluate`;
+//!      its per-group state, `update`, `merge`, `state`, `evaluate`; a metric that computes
+//!      another value from an existing kernel's state wraps that kernel, passes the rest on
+//!      with `delegate_to_inner!`, and writes only `empty` and `evaluate` (as
+//!      `inference/rows.rs` does over `auc`'s state);
 //!    - `impl AggregateUDFImpl` with `kernel_udaf_common!()` (name, signature, coercion,
 //!      both accumulators), `return_type` (which calls `self.shape().coerce`),
 //!      `state_fields` and `documentation` (`#[user_doc]`, section label as the others;

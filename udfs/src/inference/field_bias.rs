@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{new_empty_array, Array, ArrayRef, BooleanArray, Float64Array, StructArray};
+use arrow::array::{new_empty_array, Array, ArrayRef, Float64Array, StructArray};
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::{cast, concat, take};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
@@ -211,36 +211,13 @@ impl FieldBiasKernel {
 }
 
 impl Kernel for FieldBiasKernel {
+    crate::kernel::delegate_to_inner!(inner: resize, num_groups, update, merge, state, take_state, drain, size);
+
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             inner: self.inner.empty()?,
             field_type: self.field_type.clone(),
         })
-    }
-
-    fn resize(&mut self, n: usize) {
-        self.inner.resize(n)
-    }
-
-    fn num_groups(&self) -> usize {
-        self.inner.num_groups()
-    }
-
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        self.inner.update(values, groups, filter)
-    }
-
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.inner.merge(states, groups)
-    }
-
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.inner.state(range)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
@@ -283,14 +260,6 @@ impl Kernel for FieldBiasKernel {
             Some(NullBuffer::from(valid)),
         )?;
         Ok(Arc::new(list))
-    }
-
-    fn drain(&mut self, n: usize) {
-        self.inner.drain(n)
-    }
-
-    fn size(&self) -> usize {
-        self.inner.size()
     }
 
     fn retractable(&self) -> bool {

@@ -46,19 +46,13 @@ impl PointsKernel {
 }
 
 impl Kernel for PointsKernel {
+    crate::kernel::delegate_to_inner!(inner: resize, num_groups, merge, state, take_state, drain, size);
+
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             inner: self.inner.empty()?,
             ..*self
         })
-    }
-
-    fn resize(&mut self, n: usize) {
-        self.inner.resize(n)
-    }
-
-    fn num_groups(&self) -> usize {
-        self.inner.num_groups()
     }
 
     fn update(
@@ -98,14 +92,6 @@ impl Kernel for PointsKernel {
         })
     }
 
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.inner.merge(states, groups)
-    }
-
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.inner.state(range)
-    }
-
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         // A group without rows is NULL.
         let states: Vec<Option<&FitState>> = self.inner.groups[range]
@@ -113,13 +99,5 @@ impl Kernel for PointsKernel {
             .map(|st| (st.rows > 0).then_some(st))
             .collect();
         super::calibration_slope::evaluate(&states)
-    }
-
-    fn drain(&mut self, n: usize) {
-        self.inner.drain(n)
-    }
-
-    fn size(&self) -> usize {
-        self.inner.size()
     }
 }

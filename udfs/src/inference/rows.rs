@@ -7,7 +7,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray};
+use arrow::array::ArrayRef;
 use arrow::datatypes::Fields;
 use datafusion_common::Result;
 
@@ -38,6 +38,8 @@ impl<const K: usize> fmt::Debug for RowsStructKernel<K> {
 }
 
 impl<const K: usize> Kernel for RowsStructKernel<K> {
+    crate::kernel::delegate_to_inner!(auc: resize, num_groups, update, merge, state, take_state, drain, size);
+
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             auc: self.auc.empty()?,
@@ -45,41 +47,12 @@ impl<const K: usize> Kernel for RowsStructKernel<K> {
             finish: Arc::clone(&self.finish),
         })
     }
-    fn resize(&mut self, n: usize) {
-        self.auc.resize(n)
-    }
-    fn num_groups(&self) -> usize {
-        self.auc.num_groups()
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        self.auc.update(values, groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.auc.merge(states, groups)
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.auc.state(range)
-    }
-    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.auc.take_state(range)
-    }
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         let finish = Arc::clone(&self.finish);
         let rows: Vec<Option<[Option<f64>; K]>> = range
             .map(|g| finish(&mut self.auc.store.groups[g], &self.auc.tallies[g]))
             .collect();
         struct_column(&self.fields, &rows)
-    }
-    fn drain(&mut self, n: usize) {
-        self.auc.drain(n)
-    }
-    fn size(&self) -> usize {
-        self.auc.size()
     }
     fn native_labels(&self) -> bool {
         true

@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Int32Array, StringArray, StructArray};
+use arrow::array::{Array, ArrayRef, Int32Array, StringArray, StructArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::{plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -130,6 +130,8 @@ struct StateKernel {
 }
 
 impl Kernel for StateKernel {
+    crate::kernel::delegate_to_inner!(kernel: resize, num_groups, update, merge, state, drain, size);
+
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             kernel: self.kernel.empty_box()?,
@@ -137,26 +139,6 @@ impl Kernel for StateKernel {
             params: self.params.clone(),
             fields: self.fields.clone(),
         })
-    }
-    fn resize(&mut self, n: usize) {
-        self.kernel.resize(n)
-    }
-    fn num_groups(&self) -> usize {
-        self.kernel.num_groups()
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        self.kernel.update(values, groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.kernel.merge(states, groups)
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.kernel.state(range)
     }
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         let n = range.len();
@@ -180,12 +162,6 @@ impl Kernel for StateKernel {
             ],
             None,
         )?))
-    }
-    fn drain(&mut self, n: usize) {
-        self.kernel.drain(n)
-    }
-    fn size(&self) -> usize {
-        self.kernel.size()
     }
     fn retractable(&self) -> bool {
         self.kernel.retractable()

@@ -68,28 +68,13 @@ pub(crate) struct RowsKernel {
 }
 
 impl Kernel for RowsKernel {
+    crate::kernel::delegate_to_inner!(store: resize, num_groups, update, merge, drain, size);
+
     fn empty(&self) -> Result<Self> {
         Ok(RowsKernel {
             store: self.store.empty(),
             finish: self.finish,
         })
-    }
-    fn resize(&mut self, n: usize) {
-        self.store.resize(n)
-    }
-    fn num_groups(&self) -> usize {
-        self.store.num_groups()
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        self.store.update(values, groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.store.merge(states, groups)
     }
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         Ok(self.store.state(range))
@@ -104,12 +89,6 @@ impl Kernel for RowsKernel {
                 .map(|g| finish(&mut self.store.groups[g]))
                 .collect::<Float64Array>(),
         ))
-    }
-    fn drain(&mut self, n: usize) {
-        self.store.drain(n)
-    }
-    fn size(&self) -> usize {
-        self.store.size()
     }
     fn native_labels(&self) -> bool {
         true
