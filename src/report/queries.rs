@@ -100,12 +100,17 @@ pub async fn compute(
         let ctx = ctx.clone();
         scans.spawn(async move { (slot, run_with_schema(&ctx, &sql, &what).await) });
     };
-    let field_scans: Vec<String> = (0..options.fields.len())
-        .map(|k| plan.field_values_sql(k))
+    let field_scans: Vec<(String, String)> = options
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(k, field)| {
+            let what = format!("the segments of --field {field}");
+            (plan.field_values_sql(k), what)
+        })
         .collect();
-    for (k, (scan_sql, field)) in field_scans.iter().zip(&options.fields).enumerate() {
-        let what = format!("the segments of --field {field}");
-        spawn_scan(k, plan.with_input(scan_sql), what);
+    for (k, (scan_sql, what)) in field_scans.iter().enumerate() {
+        spawn_scan(k, plan.with_input(scan_sql), what.clone());
     }
     let daily_scan = columns.day.then(|| plan.daily_states_sql());
     if let Some(scan_sql) = &daily_scan {
@@ -127,14 +132,19 @@ pub async fn compute(
         let (slot, result) = done.context("report: a scan stopped")?;
         scanned[slot] = Some(result?);
     }
-    let mut scanned = scanned.into_iter().map(|s| s.expect("every scan reports"));
+    let mut scanned = scanned.into_iter();
+    let mut next_scan = || {
+        scanned
+            .next()
+            .flatten()
+            .context("report: a scan did not report")
+    };
 
     // Ranking, pooling, rolling windows and the drift rule run locally over the scans' small
     // results.
     let segments_sql = plan.segments_sql();
-    for (k, (scan_sql, field)) in field_scans.into_iter().zip(&options.fields).enumerate() {
-        let what = format!("the segments of --field {field}");
-        let values = scanned.next().expect("one scan per field");
+    for (k, ((scan_sql, what), field)) in field_scans.into_iter().zip(&options.fields).enumerate() {
+        let values = next_scan()?;
         let batches = run_over(values, "field_values", &segments_sql, &what).await?;
         queries.push(Query {
             section: format!("segments of {field}: field_values"),
@@ -151,7 +161,7 @@ pub async fn compute(
 
     if let Some(scan_sql) = daily_scan {
         let daily_sql = plan.daily_sql();
-        let states = scanned.next().expect("the daily scan");
+        let states = next_scan()?;
         let batches = run_over(states, "daily", &daily_sql, "the daily values").await?;
         queries.push(Query {
             section: "over time: daily".to_string(),

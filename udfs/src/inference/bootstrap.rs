@@ -15,8 +15,7 @@
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, StructArray};
-use arrow::buffer::NullBuffer;
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::datatypes::{
     DataType, Field, FieldRef, Fields, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
     UInt32Type, UInt64Type, UInt8Type,
@@ -27,6 +26,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
+use super::struct_column;
 use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
     literal_checked, n_bins, usable_rows, Arg, CallShape,
@@ -613,20 +613,7 @@ impl Kernel for BootKernel {
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         let values: Vec<Option<[Option<f64>; 3]>> = range.map(|g| self.value_of(g)).collect();
-        let column = |k: usize| -> ArrayRef {
-            Arc::new(
-                values
-                    .iter()
-                    .map(|v| v.and_then(|v| v[k]))
-                    .collect::<Float64Array>(),
-            )
-        };
-        let nulls = NullBuffer::from(values.iter().map(Option::is_some).collect::<Vec<_>>());
-        Ok(Arc::new(StructArray::try_new(
-            value_fields(self.kind),
-            vec![column(0), column(1), column(2)],
-            Some(nulls),
-        )?))
+        struct_column(&value_fields(self.kind), &values)
     }
 
     fn drain(&mut self, n: usize) {
@@ -647,6 +634,7 @@ impl Kernel for BootKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Float64Array;
 
     /// The published test vectors: FNV-1a 64 of "" and "a" (Fowler/Noll/Vo's page), and
     /// SplitMix64's first outputs from state 0 (Vigna's `splitmix64.c`).

@@ -16,10 +16,7 @@
 //! measurements). So the state is bounded (about 2 MB a group) whatever the rows, as a
 //! parametric fit's is; the session's `calibsql.fit_exact_cap` does not apply.
 
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
-use arrow::buffer::NullBuffer;
+use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -27,6 +24,7 @@ use datafusion_expr::Signature;
 use datafusion_macros::user_doc;
 
 use super::points::PointsKernel;
+use super::struct_column;
 use crate::common::{args, weight_col, CallShape};
 use crate::fit::{FitState, Method, EXACT_CAP};
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
@@ -263,27 +261,14 @@ fn recalibrate(st: &FitState) -> Option<[f64; 6]> {
 
 /// The values of groups' states (None: no usable row, NULL).
 pub(super) fn evaluate(states: &[Option<&FitState>]) -> Result<ArrayRef> {
-    let rows: Vec<Option<[f64; 6]>> = states.iter().map(|st| st.and_then(recalibrate)).collect();
-    let mut columns: Vec<ArrayRef> = (0..6)
-        .map(|k| {
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.map(|v| v[k]))
-                    .collect::<Float64Array>(),
-            ) as ArrayRef
+    let rows: Vec<Option<[Option<f64>; 7]>> = states
+        .iter()
+        .map(|st| {
+            let st = (*st)?;
+            let [a, b, c, d, e, f] = recalibrate(st)?;
+            // n, a row count, is exact in a double below 2⁵³ and cast to Int64.
+            Some([a, b, c, d, e, f, st.rows as f64].map(Some))
         })
         .collect();
-    columns.push(Arc::new(
-        states
-            .iter()
-            .zip(&rows)
-            .map(|(st, r)| r.and(st.map(|s| s.rows)))
-            .collect::<Int64Array>(),
-    ));
-    let nulls = NullBuffer::from(rows.iter().map(Option::is_some).collect::<Vec<_>>());
-    Ok(Arc::new(StructArray::try_new(
-        out_fields(),
-        columns,
-        Some(nulls),
-    )?))
+    struct_column(&out_fields(), &rows)
 }

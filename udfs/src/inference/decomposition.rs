@@ -19,15 +19,14 @@
 use std::sync::Arc;
 
 use datafusion_common::{plan_err, Result};
-use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::AggregateUDFImpl;
+use datafusion_expr::function::AccumulatorArgs;
 use datafusion_macros::user_doc;
 
 use super::f64_struct_fields;
-use super::rows::RowsStructKernel;
+use super::rows::{rows_udaf, RowsStructKernel};
 use crate::common::{args, literal, weight_col, Arg, CallShape};
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
-use crate::metrics::auc::{self, AucKernel};
+use crate::kernel::{kernel_aggregate, signature_from_shape};
+use crate::metrics::auc::AucKernel;
 use crate::values::for_each_score;
 
 #[user_doc(
@@ -105,31 +104,12 @@ impl CalibrationDecomposition {
     }
 }
 
-impl crate::registry::Shaped for CalibrationDecomposition {
-    fn call_shape(&self) -> Option<CallShape> {
-        Some(SHAPE)
-    }
-}
-
-impl AggregateUDFImpl for CalibrationDecomposition {
-    kernel_udaf_common!();
-
-    fn return_type(
-        &self,
-        arg_types: &[arrow::datatypes::DataType],
-    ) -> Result<arrow::datatypes::DataType> {
-        SHAPE.coerce(arg_types)?;
-        Ok(arrow::datatypes::DataType::Struct(f64_struct_fields(&OUT)))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<arrow::datatypes::FieldRef>> {
-        Ok(auc::state_fields(args.name))
-    }
-
-    fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
-        crate::common::documented(CalibrationDecompositionDoc.doc(), &SHAPE)
-    }
-}
+rows_udaf!(
+    CalibrationDecomposition,
+    SHAPE,
+    f64_struct_fields(&OUT),
+    crate::common::documented(CalibrationDecompositionDoc.doc(), &SHAPE)
+);
 
 /// `x·ln y`, 0 when x is 0 (scipy's `xlogy`).
 fn xlogy(x: f64, y: f64) -> f64 {

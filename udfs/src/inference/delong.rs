@@ -32,7 +32,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
-use super::rows::RowsStructKernel;
+use super::rows::{rows_udaf, RowsStructKernel};
 use super::{f64_struct_column, f64_struct_fields};
 use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
@@ -40,9 +40,9 @@ use crate::common::{
 };
 use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::labels::f64_labels;
-use crate::metrics::auc::{self, AucKernel};
+use crate::metrics::auc::AucKernel;
 use crate::stats::{normal_quantile, two_sided_p};
-use crate::values::{class_runs, sweep, Rows, Tally};
+use crate::values::{class_runs, sweep, Rows, Tally, MIN_RUN};
 
 const INTERVAL: CallShape = CallShape {
     name: "auc_interval",
@@ -99,33 +99,29 @@ impl AucInterval {
     }
 }
 
-impl AggregateUDFImpl for AucInterval {
-    kernel_udaf_common!();
+rows_udaf!(
+    AucInterval,
+    INTERVAL,
+    f64_struct_fields(&INTERVAL_FIELDS),
+    Some(interval_doc())
+);
 
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        INTERVAL.coerce(arg_types)?;
-        Ok(DataType::Struct(f64_struct_fields(&INTERVAL_FIELDS)))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(auc::state_fields(args.name))
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        static DOC: OnceLock<Documentation> = OnceLock::new();
-        Some(DOC.get_or_init(|| {
-            Documentation::builder(
-                section(),
-                "The AUC with DeLong's confidence interval, as R pROC's `ci.auc(method = \"delong\")` \
+/// `auc_interval`'s documentation.
+fn interval_doc() -> &'static Documentation {
+    static DOC: OnceLock<Documentation> = OnceLock::new();
+    DOC.get_or_init(|| {
+        Documentation::builder(
+            section(),
+            "The AUC with DeLong's confidence interval, as R pROC's `ci.auc(method = \"delong\")` \
 (with `direction = \"<\"`): `auc ± Φ⁻¹((1 + level)/2) · se`, clipped to [0, 1], where `se² = S10/m + S01/n` \
 from the sample variances of the positives' and negatives' placements (DeLong et al. 1988; Sun & Xu 2014). \
 `auc` is exactly `auc(p, y)` (ties count one half). Returns `{auc, lower, upper}`; NULL when only one class is \
 present; `lower`/`upper` NULL when a class has a single row (its variance is undefined). Keeps what `auc` keeps: \
 8 bytes a row, or a count per distinct score when scores repeat.",
-                INTERVAL.usage(),
-            )
-            .with_sql_example(
-                r#"```sql
+            INTERVAL.usage(),
+        )
+        .with_sql_example(
+            r#"```sql
 > SELECT r['auc'] AS auc, round(r['lower'], 6) AS lower, round(r['upper'], 6) AS upper
   FROM (SELECT auc_interval(p, y) AS r
         FROM (VALUES (0.1, 0), (0.4, 1), (0.5, 0), (0.8, 1)) AS t(p, y));
@@ -135,16 +131,15 @@ present; `lower`/`upper` NULL when a class has a single row (its variance is und
 | 0.75 | 0.057048 | 1.0   |
 +------+----------+-------+
 ```"#,
-            )
-            .with_argument("p", "Predicted probability in [0, 1].")
-            .with_argument("y", "Observed label: Boolean or a number 0/1.")
-            .with_argument(
-                "level",
-                "Confidence level, a constant in (0, 1). Default 0.95.",
-            )
-            .build()
-        }))
-    }
+        )
+        .with_argument("p", "Predicted probability in [0, 1].")
+        .with_argument("y", "Observed label: Boolean or a number 0/1.")
+        .with_argument(
+            "level",
+            "Confidence level, a constant in (0, 1). Default 0.95.",
+        )
+        .build()
+    })
 }
 
 /// Σ (aᵢ − ā)(bᵢ − b̄) of `count` pairs of integers from Σa, Σb and Σab, as
@@ -296,20 +291,16 @@ struct PairKernel {
     bytes: usize,
 }
 
-/// Smallest span of a merged state kept as a run instead of copied (a run keeps the whole
-/// incoming buffer alive while it is held).
-const MIN_RUN: usize = 4096;
-
 impl Pairs {
     fn bytes(&self) -> usize {
         let runs: usize = self.runs.iter().flatten().map(|r| r.len()).sum();
         (self.own[0].capacity() + self.own[1].capacity() + runs) * size_of::<f64>()
     }
 
-    /// Class `c`'s rows as one vector: the runs are absorbed into the own vector, the
-    /// first of them taken over without a copy when the group holds nothing else of it and
-    /// nobody else holds it (a partial state whose batch DataFusion has dropped).
-    fn absorbed(&mut self, c: usize) -> &mut [[f64; 2]] {
+    /// Puts class `c`'s runs into its own vector, taking the first over without a copy when
+    /// the group holds nothing else of it and nobody else holds it (a partial state whose
+    /// batch DataFusion has dropped).
+    fn absorb_runs(&mut self, c: usize) {
         let runs = std::mem::take(&mut self.runs[c]);
         let own = &mut self.own[c];
         for run in runs {
@@ -323,7 +314,6 @@ impl Pairs {
                 own.extend_from_slice(&run);
             }
         }
-        own.as_chunks_mut::<2>().0
     }
 }
 
@@ -588,8 +578,8 @@ impl Kernel for PairKernel {
         for g in range {
             let pairs = &mut self.groups[g];
             let before = pairs.bytes();
-            pairs.absorbed(0);
-            pairs.absorbed(1);
+            pairs.absorb_runs(0);
+            pairs.absorb_runs(1);
             self.bytes = (self.bytes + pairs.bytes()).saturating_sub(before);
             let [neg, pos] = &mut pairs.own;
             rows.push(paired_test(
@@ -612,12 +602,6 @@ impl Kernel for PairKernel {
 
     fn native_labels(&self) -> bool {
         true
-    }
-}
-
-impl crate::registry::Shaped for AucInterval {
-    fn call_shape(&self) -> Option<CallShape> {
-        Some(INTERVAL)
     }
 }
 

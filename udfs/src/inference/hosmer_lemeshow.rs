@@ -20,16 +20,15 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use arrow::datatypes::{DataType, Field, Fields};
 use datafusion_common::{plan_err, Result};
-use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::AggregateUDFImpl;
+use datafusion_expr::function::AccumulatorArgs;
 use datafusion_macros::user_doc;
 
-use super::rows::RowsStructKernel;
+use super::rows::{rows_udaf, RowsStructKernel};
 use crate::common::{args, literal, literal_f64, Arg, CallShape};
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape};
-use crate::metrics::auc::{self, AucKernel};
+use crate::kernel::{kernel_aggregate, signature_from_shape};
+use crate::metrics::auc::AucKernel;
 use crate::stats::chi_square_sf;
 use crate::values::for_each_score;
 
@@ -123,32 +122,16 @@ impl HosmerLemeshow {
     }
 }
 
-impl crate::registry::Shaped for HosmerLemeshow {
-    fn call_shape(&self) -> Option<CallShape> {
-        Some(SHAPE)
-    }
-}
-
-impl AggregateUDFImpl for HosmerLemeshow {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        SHAPE.coerce(arg_types)?;
-        Ok(DataType::Struct(out_fields()))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(auc::state_fields(args.name))
-    }
-
-    fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
-        crate::common::documented(HosmerLemeshowDoc.doc(), &SHAPE)
-    }
-}
+rows_udaf!(
+    HosmerLemeshow,
+    SHAPE,
+    out_fields(),
+    crate::common::documented(HosmerLemeshowDoc.doc(), &SHAPE)
+);
 
 /// The test over `total` rows whose distinct p `sweep(f)` hands to `f(p, rows, positives)` in
 /// ascending order (each call replays them): statistic, df, p-value; None without rows.
-pub(crate) fn hoslem(
+fn hoslem(
     total: f64,
     mut sweep: impl FnMut(&mut dyn FnMut(f64, f64, f64)),
     g: usize,

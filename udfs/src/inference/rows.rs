@@ -58,3 +58,40 @@ impl<const K: usize> Kernel for RowsStructKernel<K> {
         true
     }
 }
+
+/// The `AggregateUDFImpl` (and `registry::Shaped`) of `$t`, an aggregate over this kernel with
+/// call shape `$shape`: its struct result of `$fields`, `auc`'s state fields, and the
+/// documentation `$doc` (an `Option<&Documentation>`).
+macro_rules! rows_udaf {
+    ($t:ident, $shape:expr, $fields:expr, $doc:expr) => {
+        impl datafusion_expr::AggregateUDFImpl for $t {
+            $crate::kernel::kernel_udaf_common!();
+
+            fn return_type(
+                &self,
+                arg_types: &[arrow::datatypes::DataType],
+            ) -> datafusion_common::Result<arrow::datatypes::DataType> {
+                $shape.coerce(arg_types)?;
+                Ok(arrow::datatypes::DataType::Struct($fields))
+            }
+
+            fn state_fields(
+                &self,
+                args: datafusion_expr::function::StateFieldsArgs,
+            ) -> datafusion_common::Result<Vec<arrow::datatypes::FieldRef>> {
+                Ok($crate::metrics::auc::state_fields(args.name))
+            }
+
+            fn documentation(&self) -> Option<&datafusion_expr::Documentation> {
+                $doc
+            }
+        }
+
+        impl $crate::registry::Shaped for $t {
+            fn call_shape(&self) -> Option<$crate::common::CallShape> {
+                Some($shape)
+            }
+        }
+    };
+}
+pub(crate) use rows_udaf;

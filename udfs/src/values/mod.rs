@@ -205,7 +205,7 @@ pub(crate) struct ValueStore {
 /// Smallest span of a merged state that a group keeps as a run instead of copying: smaller
 /// ones are copied (a run costs a buffer reference, and keeps the whole incoming buffer
 /// alive while any group holds a slice of it).
-const MIN_RUN: usize = 4096;
+pub(crate) const MIN_RUN: usize = 4096;
 
 impl ValueStore {
     pub(crate) fn new(
