@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch};
 use arrow::buffer::{BooleanBuffer, OffsetBuffer};
-use arrow::datatypes::{DataType, Float64Type, Schema};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Schema};
 use datafusion_common::{exec_err, plan_datafusion_err, plan_err, Result, ScalarValue};
+use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{ColumnarValue, Signature, TypeSignature, Volatility};
 use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 
@@ -434,6 +435,19 @@ pub(crate) fn usable_rows(
     mask
 }
 
+/// [`usable_rows`] of the columns `p` and `y` of `values` and, when given, the weight (or
+/// propensity) column `w`: the data columns of most aggregates.
+pub(crate) fn usable_rows_pyw(
+    values: &[ArrayRef],
+    (p, y): (usize, usize),
+    w: Option<usize>,
+    filter: Option<&BooleanArray>,
+) -> Option<BooleanBuffer> {
+    let mut data = vec![&values[p], &values[y]];
+    data.extend(w.map(|c| &values[c]));
+    usable_rows(&data, filter)
+}
+
 /// Calls `f` for each usable row index, stopping at the first error.
 #[inline]
 pub(crate) fn for_each_row(
@@ -473,6 +487,15 @@ pub(crate) fn check_w(func: &str, w: f64) -> Result<f64> {
         Ok(w)
     } else {
         bad_value(func, "w", "finite and >= 0", w)
+    }
+}
+
+/// Row `i`'s weight, checked, when there is a weight column; 1 without.
+#[inline(always)]
+pub(crate) fn weight_at(func: &str, w: Option<&[f64]>, i: usize) -> Result<f64> {
+    match w {
+        Some(w) => check_w(func, w[i]),
+        None => Ok(1.0),
     }
 }
 
@@ -525,6 +548,20 @@ pub(crate) fn list_type(t: DataType) -> DataType {
 /// The list state type used by every list-valued state field of floats.
 pub(crate) fn f64_list_type() -> DataType {
     list_type(DataType::Float64)
+}
+
+/// State fields `<name>[<part>]`, one nullable list of Float64 per part.
+pub(crate) fn f64_list_state_fields(name: &str, parts: &[&str]) -> Vec<FieldRef> {
+    parts
+        .iter()
+        .map(|part| {
+            Arc::new(Field::new(
+                format_state_name(name, part),
+                f64_list_type(),
+                true,
+            ))
+        })
+        .collect()
 }
 
 /// A list column (no null lists) of `values` cut by `offsets`; its item type is the values'.

@@ -18,6 +18,10 @@ use datafusion_expr::{Accumulator, EmitTo, GroupsAccumulator};
 
 use crate::labels;
 
+/// Which rows of a batch an aggregate reads (an aggregate's `FILTER (WHERE …)`): `None` for
+/// all, else the true (non-NULL) ones.
+pub(crate) type Filter<'a> = Option<&'a BooleanArray>;
+
 pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     /// A new, empty kernel with the same parameters (bins, eps, …).
     fn empty(&self) -> Result<Self>
@@ -27,12 +31,7 @@ pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     fn resize(&mut self, n: usize);
     fn num_groups(&self) -> usize;
     /// Adds the usable rows of `values` (arguments as the planner coerced them).
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()>;
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()>;
     /// Adds partial states (as produced by [`Kernel::state`]).
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
     /// The partial state of groups in `range`, one array per state field.
@@ -104,69 +103,22 @@ pub(crate) fn negated(a: &ArrayRef) -> Result<ArrayRef> {
     })
 }
 
-/// An object-safe [`Kernel`], so one wrapper (the `_state` and `_merge` aggregates) serves
-/// every kernel type.
-pub(crate) trait DynKernel: Send + Sync + Debug + 'static {
+/// A [`Kernel`] behind a `Box`, so one wrapper (the `_state` and `_merge` aggregates) serves
+/// every kernel type: `Kernel`'s own methods are callable on `dyn DynKernel`, and these two
+/// stand in for the ones that need `Self: Sized`.
+pub(crate) trait DynKernel: Kernel {
+    /// [`Kernel::empty`], boxed.
     fn empty_box(&self) -> Result<Box<dyn DynKernel>>;
-    fn resize(&mut self, n: usize);
-    fn num_groups(&self) -> usize;
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()>;
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>>;
-    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef>;
-    fn drain(&mut self, n: usize);
-    fn size(&self) -> usize;
-    fn retractable(&self) -> bool;
-    fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()>;
-    fn unmerge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
+    /// [`Kernel::retract`].
+    fn retract_rows(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()>;
 }
 
 impl<K: Kernel> DynKernel for K {
     fn empty_box(&self) -> Result<Box<dyn DynKernel>> {
         Ok(Box::new(Kernel::empty(self)?))
     }
-    fn resize(&mut self, n: usize) {
-        Kernel::resize(self, n)
-    }
-    fn num_groups(&self) -> usize {
-        Kernel::num_groups(self)
-    }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
-        Kernel::update(self, values, groups, filter)
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        Kernel::merge(self, states, groups)
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        Kernel::state(self, range)
-    }
-    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        Kernel::evaluate(self, range)
-    }
-    fn drain(&mut self, n: usize) {
-        Kernel::drain(self, n)
-    }
-    fn size(&self) -> usize {
-        Kernel::size(self)
-    }
-    fn retractable(&self) -> bool {
-        Kernel::retractable(self)
-    }
-    fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
+    fn retract_rows(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
         Kernel::retract(self, values, groups)
-    }
-    fn unmerge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        Kernel::unmerge(self, states, groups)
     }
 }
 
@@ -434,8 +386,24 @@ pub(crate) use kernel_aggregate;
 
 /// `new`, `Default` and `shape()` of a function struct whose only field is its `signature`,
 /// made from the [`CallShape`](crate::common::CallShape) constant `$shape`: the same few lines
-/// every such function would otherwise repeat.
+/// every such function would otherwise repeat. With `kind: K`, the struct serves several
+/// functions, told apart by its field `kind: K`; `K: Copy` has `fn shape(self) -> CallShape`,
+/// and the macro writes `new(kind)` and `shape()`.
 macro_rules! signature_from_shape {
+    ($t:ident, kind: $k:ty) => {
+        impl $t {
+            pub fn new(kind: $k) -> Self {
+                Self {
+                    kind,
+                    signature: kind.shape().signature(),
+                }
+            }
+
+            fn shape(&self) -> $crate::common::CallShape {
+                self.kind.shape()
+            }
+        }
+    };
     ($t:ident, $shape:expr) => {
         impl Default for $t {
             fn default() -> Self {
@@ -523,3 +491,24 @@ macro_rules! delegate_to_inner {
     };
 }
 pub(crate) use delegate_to_inner;
+
+/// Inside `impl Kernel for K` of a kernel whose per-group state is one element of the vector
+/// in its field `$groups`: `resize` (new groups made by `$make`, `Default::default` unless
+/// given) and `num_groups` (`groups_in_vec!(groups, GroupState::default);`); also in an
+/// inherent `impl`, with a visibility first (`groups_in_vec!(pub(crate) groups);`).
+macro_rules! groups_in_vec {
+    ($v:vis $groups:ident) => {
+        $crate::kernel::groups_in_vec!($v $groups, Default::default);
+    };
+    ($v:vis $groups:ident, $make:expr) => {
+        $v fn resize(&mut self, n: usize) {
+            if self.$groups.len() < n {
+                self.$groups.resize_with(n, $make);
+            }
+        }
+        $v fn num_groups(&self) -> usize {
+            self.$groups.len()
+        }
+    };
+}
+pub(crate) use groups_in_vec;

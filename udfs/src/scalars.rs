@@ -11,7 +11,6 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::{exec_err, internal_err, plan_err, Result, ScalarValue};
 use datafusion_expr::{
     ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-    Volatility,
 };
 use datafusion_macros::user_doc;
 
@@ -176,22 +175,16 @@ pub struct CalibScalar {
     signature: Signature,
 }
 
-impl CalibScalar {
-    pub fn new(kind: ScalarKind) -> Self {
-        let mut f = Self {
-            kind,
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
+crate::kernel::signature_from_shape!(CalibScalar, kind: ScalarKind);
 
-    fn shape(&self) -> CallShape {
+impl ScalarKind {
+    /// This function's name and arguments.
+    fn shape(self) -> CallShape {
         const fn num(name: &'static str) -> Arg {
             Arg::num(name)
         }
         const NONE: &[Arg] = &[];
-        let (name, required, optional): (_, &'static [Arg], &'static [Arg]) = match self.kind {
+        let (name, required, optional): (_, &'static [Arg], &'static [Arg]) = match self {
             ScalarKind::Sigmoid => ("sigmoid", const { &[num("x")] }, NONE),
             ScalarKind::Logit => ("logit", const { &[num("p")] }, NONE),
             ScalarKind::WilsonInterval => (
@@ -226,7 +219,9 @@ impl CalibScalar {
             optional,
         }
     }
+}
 
+impl CalibScalar {
     /// Constant-only arguments of this function.
     fn literal_args(&self) -> &'static [LiteralArg] {
         match self.kind {

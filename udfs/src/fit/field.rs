@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StringArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt32Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::compute::{and, cast, is_not_null, take};
 use arrow::datatypes::{DataType, Field, FieldRef};
@@ -22,6 +22,7 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
 use crate::common::{list_array, list_type, CallShape};
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::model::Model;
 
@@ -173,22 +174,9 @@ impl Kernel for FieldFitKernel {
         })
     }
 
-    fn resize(&mut self, n: usize) {
-        if self.keys.len() < n {
-            self.keys.resize_with(n, GroupKeys::default);
-        }
-    }
+    crate::kernel::groups_in_vec!(keys, GroupKeys::default);
 
-    fn num_groups(&self) -> usize {
-        self.keys.len()
-    }
-
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let field = cast(&values[2], &DataType::Utf8)?;
         let field = field.as_string::<i32>();
         let mut next = self.inner.num_groups();

@@ -11,6 +11,7 @@ use datafusion_common::{exec_err, internal_err, Result};
 use crate::common::{
     check_p, check_propensity, check_y, f64s, for_each_row, list_array, list_parts, usable_rows,
 };
+use crate::kernel::Filter;
 use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 use crate::model::Model;
@@ -159,12 +160,7 @@ impl Kernel for FitKernel {
         self.groups.len()
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = self.func();
         let s = f64s(&values[0]).values();
         let q = self.prop_col.map(|pc| &f64s(&values[pc]).values()[..]);

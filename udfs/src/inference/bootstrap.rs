@@ -15,7 +15,7 @@
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{
     DataType, Field, FieldRef, Fields, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
     UInt32Type, UInt64Type, UInt8Type,
@@ -31,6 +31,7 @@ use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
     literal_checked, n_bins, usable_rows, Arg, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::f64_labels;
 use crate::metrics::binned::DEFAULT_BINS;
@@ -190,18 +191,9 @@ pub struct BootstrapEce {
     signature: Signature,
 }
 
+crate::kernel::signature_from_shape!(BootstrapEce, kind: BootstrapKind);
+
 impl BootstrapEce {
-    pub fn new(kind: BootstrapKind) -> Self {
-        Self {
-            kind,
-            signature: kind.shape().signature(),
-        }
-    }
-
-    fn shape(&self) -> CallShape {
-        self.kind.shape()
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<BootKernel> {
         let shape = self.shape();
         let func = shape.name;
@@ -524,12 +516,7 @@ impl Kernel for BootKernel {
         self.groups
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = self.func;
         let models = self.kind.models();
         let (y_at, key_at) = (models, models + 1);

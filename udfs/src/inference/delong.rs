@@ -23,21 +23,21 @@
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{ArrayRef, AsArray, Float64Array};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion_common::{internal_err, plan_err, Result};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
 use super::rows::{rows_udaf, RowsStructKernel};
 use super::{f64_struct_column, f64_struct_fields};
 use crate::common::{
-    args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
+    args, check_p, check_y, f64_list_state_fields, f64s, for_each_row, list_array, list_parts,
     literal_checked, usable_rows, Arg, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::labels::f64_labels;
 use crate::metrics::auc::AucKernel;
@@ -228,16 +228,7 @@ impl AggregateUDFImpl for AucTest {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(TEST_STATE
-            .iter()
-            .map(|s| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, s),
-                    f64_list_type(),
-                    true,
-                ))
-            })
-            .collect())
+        Ok(f64_list_state_fields(args.name, &TEST_STATE))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -463,22 +454,9 @@ impl Kernel for PairKernel {
         })
     }
 
-    fn resize(&mut self, n: usize) {
-        if self.groups.len() < n {
-            self.groups.resize_with(n, Default::default);
-        }
-    }
+    crate::kernel::groups_in_vec!(groups);
 
-    fn num_groups(&self) -> usize {
-        self.groups.len()
-    }
-
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = TEST.name;
         let (a, b) = (f64s(&values[0]).values(), f64s(&values[1]).values());
         let y = f64_labels(&values[2])?;

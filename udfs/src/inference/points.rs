@@ -7,11 +7,12 @@
 
 use std::ops::Range;
 
-use arrow::array::{ArrayRef, BooleanArray};
+use arrow::array::ArrayRef;
 use datafusion_common::Result;
 
-use crate::common::{check_p, check_w, check_y, f64s, for_each_row, usable_rows};
+use crate::common::{check_p, check_y, f64s, for_each_row, usable_rows_pyw, weight_at};
 use crate::fit::{FitKernel, FitSettings, FitState, Method};
+use crate::kernel::Filter;
 use crate::kernel::Kernel;
 use crate::labels::f64_labels;
 
@@ -55,29 +56,19 @@ impl Kernel for PointsKernel {
         })
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = self.func;
         let p = f64s(&values[0]).values();
         let y_f64 = f64_labels(&values[1])?;
         let y = &y_f64[..];
         let w = self.w_col.map(|c| f64s(&values[c]).values());
-        let mut data = vec![&values[0], &values[1]];
-        data.extend(self.w_col.map(|c| &values[c]));
-        let mask = usable_rows(&data, filter);
+        let mask = usable_rows_pyw(values, (0, 1), self.w_col, filter);
         let one_group = self.inner.groups.len() == 1;
         let (states, bytes) = (&mut self.inner.groups, &mut self.inner.bytes);
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
-            let wi = match w {
-                Some(w) => check_w(func, w[i])?,
-                None => 1.0,
-            };
+            let wi = weight_at(func, w.map(|w| &w[..]), i)?;
             if pi == 0.0 || pi == 1.0 {
                 return Ok(());
             }

@@ -8,7 +8,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -18,8 +18,9 @@ use datafusion_macros::user_doc;
 
 use super::{f64_struct_array, f64_struct_fields};
 use crate::common::{
-    args, check_p, check_w, check_y, f64s, for_each_row, usable_rows, weight_col, CallShape,
+    args, check_p, check_y, f64s, for_each_row, usable_rows_pyw, weight_at, weight_col, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 use crate::labels::f64_labels;
 use crate::stats::two_sided_p;
@@ -126,29 +127,19 @@ impl Kernel for SpiegelhalterKernel {
         self.sums.len()
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = "spiegelhalter";
         let p = f64s(&values[0]).values();
         let y_f64 = f64_labels(&values[1])?;
         let y = &y_f64[..];
         let w = self.w_col.map(|c| f64s(&values[c]).values());
-        let mut data = vec![&values[0], &values[1]];
-        data.extend(self.w_col.map(|c| &values[c]));
-        let mask = usable_rows(&data, filter);
+        let mask = usable_rows_pyw(values, (0, 1), self.w_col, filter);
         let one_group = self.sums.len() == 1;
         let sums = &mut self.sums;
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
-            let wi = match w {
-                Some(w) => check_w(func, w[i])?,
-                None => 1.0,
-            };
+            let wi = weight_at(func, w.map(|w| &w[..]), i)?;
             let s = &mut sums[if one_group { 0 } else { groups[i] }];
             let c = 1.0 - 2.0 * pi;
             s[0] += wi;

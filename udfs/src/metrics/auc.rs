@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion_common::{internal_err, Result};
@@ -28,6 +28,7 @@ use datafusion_macros::user_doc;
 use crate::common::{
     args, f64_list_type, list_array, list_parts, list_type, weight_col, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::values::{
     self, distinct_in, for_each_score, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore,
@@ -278,12 +279,7 @@ impl Kernel for AucKernel {
         self.store.num_groups()
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         self.store.update(values, groups, filter)?;
         if self.store.weighted() {
             return Ok(());

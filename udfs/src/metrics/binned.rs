@@ -18,17 +18,17 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion_common::{exec_err, Result};
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
 use super::bin_sums::{Bin, BinStats, BinSums};
 use super::binning::{uniform_bin, FixedBins, Strategy};
 use super::quantile_bins::quantile_bins;
 use crate::common::{
-    all_probabilities, all_weights, args, check_p, check_w, check_y, f64_list_type, f64s,
+    all_probabilities, all_weights, args, check_p, check_y, f64_list_state_fields, f64s,
     fixed_lists, for_each_row, list_array, list_parts, literal, literal_checked, n_bins,
-    usable_rows, weight_col, Arg, CallShape,
+    usable_rows_pyw, weight_at, weight_col, Arg, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 use crate::scalars::wilson;
@@ -78,15 +78,18 @@ const OPTIONAL_RELIABILITY: &[Arg] = &[
     Arg::lit_num("level").or("0.95"),
 ];
 
-fn shape(kind: BinnedKind) -> CallShape {
-    CallShape {
-        name: kind.name(),
-        required: &[args::P, args::Y],
-        optional: match kind {
-            BinnedKind::Reliability => OPTIONAL_RELIABILITY,
-            BinnedKind::Ace => OPTIONAL_ACE,
-            _ => OPTIONAL,
-        },
+impl BinnedKind {
+    /// This function's name and arguments.
+    fn shape(self) -> CallShape {
+        CallShape {
+            name: self.name(),
+            required: &[args::P, args::Y],
+            optional: match self {
+                BinnedKind::Reliability => OPTIONAL_RELIABILITY,
+                BinnedKind::Ace => OPTIONAL_ACE,
+                _ => OPTIONAL,
+            },
+        }
     }
 }
 
@@ -185,7 +188,7 @@ by equal width. NULL when no row is usable.",
             description: None,
         },
         description,
-        shape(kind).usage(),
+        kind.shape().usage(),
     )
     .with_sql_example(example)
     .with_argument("p", "Predicted probability in [0, 1].")
@@ -213,20 +216,9 @@ pub struct Binned {
     signature: Signature,
 }
 
+crate::kernel::signature_from_shape!(Binned, kind: BinnedKind);
+
 impl Binned {
-    pub fn new(kind: BinnedKind) -> Self {
-        let mut f = Self {
-            kind,
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
-
-    fn shape(&self) -> CallShape {
-        shape(self.kind)
-    }
-
     fn kernel(&self, args: &AccumulatorArgs) -> Result<BinnedKernel> {
         let func = self.kind.name();
         let m = match args.exprs.get(2) {
@@ -305,16 +297,7 @@ impl AggregateUDFImpl for Binned {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let mut fields: Vec<FieldRef> = BIN_FIELDS
-            .iter()
-            .map(|s| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, s),
-                    f64_list_type(),
-                    true,
-                ))
-            })
-            .collect();
+        let mut fields = f64_list_state_fields(args.name, BIN_FIELDS);
         fields.extend(values::state_fields(args.name));
         Ok(fields)
     }
@@ -376,11 +359,7 @@ impl BinnedKernel {
         let func = self.func;
         let p = f64s(&values[0]).values();
         let w: Option<&[f64]> = self.w_col.map(|c| &f64s(&values[c]).values()[..]);
-        let mut data = vec![&values[0], &values[1]];
-        if let Some(c) = self.w_col {
-            data.push(&values[c]);
-        }
-        let mask = usable_rows(&data, filter);
+        let mask = usable_rows_pyw(values, (0, 1), self.w_col, filter);
         // Without GROUP BY every row goes to group 0: skip reading the group indices.
         let one_group = self.sums.num_groups() == 1;
         let sums = &mut self.sums;
@@ -402,10 +381,7 @@ impl BinnedKernel {
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
             let yi = check_y(func, y[i])?;
-            let wi = match w {
-                Some(w) => check_w(func, w[i])?,
-                None => 1.0,
-            };
+            let wi = weight_at(func, w, i)?;
             add_row(i, pi, yi, wi);
             Ok(())
         })
@@ -588,12 +564,7 @@ impl Kernel for BinnedKernel {
         }
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         if self.fixed.is_some() {
             self.update_fixed(values, groups, filter)
         } else {

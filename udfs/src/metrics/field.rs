@@ -9,7 +9,7 @@ use std::hash::Hash;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float64Array, Int64Array};
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
@@ -17,14 +17,15 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_common::{internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 use hashbrown::HashMap;
 
 use crate::common::{
     all_probabilities, all_weights, args, check_p, check_w, check_y, f64_list_type, f64s,
-    for_each_row, list_array, list_parts, literal_checked, usable_rows, weight_col, CallShape,
+    for_each_row, list_array, list_parts, literal_checked, usable_rows_pyw, weight_col, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::all_labels;
 
@@ -92,18 +93,12 @@ pub struct FieldMetric {
     signature: Signature,
 }
 
-impl FieldMetric {
-    pub fn new(kind: FieldKind) -> Self {
-        let mut f = Self {
-            kind,
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
+crate::kernel::signature_from_shape!(FieldMetric, kind: FieldKind);
 
-    fn shape(&self) -> CallShape {
-        match self.kind {
+impl FieldKind {
+    /// This function's name and arguments.
+    fn shape(self) -> CallShape {
+        match self {
             FieldKind::Ece => CallShape {
                 name: "field_ece",
                 required: &[args::P, args::Y, args::FIELD],
@@ -116,7 +111,9 @@ impl FieldMetric {
             },
         }
     }
+}
 
+impl FieldMetric {
     fn kernel(&self, args: &AccumulatorArgs) -> Result<FieldKernel> {
         let func = self.shape().name;
         let (eps, w_col) = match self.kind {
@@ -507,21 +504,12 @@ impl Kernel for FieldKernel {
         }
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = self.func;
         let p = f64s(&values[0]).values();
         let y = f64s(&values[1]).values();
         let w = self.w_col.map(|c| f64s(&values[c]).values());
-        let mut data = vec![&values[0], &values[1]];
-        if let Some(c) = self.w_col {
-            data.push(&values[c]);
-        }
-        let mask = usable_rows(&data, filter);
+        let mask = usable_rows_pyw(values, (0, 1), self.w_col, filter);
         // No NULLs and no filter: check whole columns once, then skip per-row checks.
         let checked = mask.is_none()
             && all_probabilities(p)

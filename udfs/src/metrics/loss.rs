@@ -7,19 +7,20 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
-use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
     all_probabilities, all_weights, args, check_p, check_propensity, check_w, check_y, f64s,
-    for_each_row, literal_checked, usable_rows, weight_col, CallShape,
+    for_each_row, literal_checked, usable_rows_pyw, weight_col, CallShape,
 };
 use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels};
 
@@ -119,18 +120,12 @@ pub struct MeanLoss {
     signature: Signature,
 }
 
-impl MeanLoss {
-    pub fn new(kind: LossKind) -> Self {
-        let mut f = Self {
-            kind,
-            signature: Signature::user_defined(Volatility::Immutable),
-        };
-        f.signature = f.shape().signature();
-        f
-    }
+crate::kernel::signature_from_shape!(MeanLoss, kind: LossKind);
 
-    fn shape(&self) -> CallShape {
-        match self.kind {
+impl LossKind {
+    /// This function's name and arguments.
+    fn shape(self) -> CallShape {
+        match self {
             LossKind::LogLoss => CallShape {
                 name: "logloss",
                 required: &[args::P, args::Y],
@@ -153,7 +148,9 @@ impl MeanLoss {
             },
         }
     }
+}
 
+impl MeanLoss {
     fn kernel(&self, args: &AccumulatorArgs) -> Result<LossKernel> {
         let func = self.shape().name;
         let eps_at = |i: usize| -> Result<f64> {
@@ -292,12 +289,7 @@ impl Kernel for LossKernel {
         self.sw.len()
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let (func, eps, clip, kind) = (self.func, self.eps, self.clip, self.kind);
         let p = f64s(&values[0]).values();
         // The third data column: the weight, or ips_logloss's propensity.
@@ -306,11 +298,7 @@ impl Kernel for LossKernel {
             _ => self.w_col,
         };
         let extra = extra_col.map(|c| f64s(&values[c]).values());
-        let mut data = vec![&values[0], &values[1]];
-        if let Some(c) = extra_col {
-            data.push(&values[c]);
-        }
-        let mask = usable_rows(&data, filter);
+        let mask = usable_rows_pyw(values, (0, 1), extra_col, filter);
         let one_group = self.sw.len() == 1;
         let ne = kind == LossKind::NormalizedEntropy;
         let (sw, sl, sy) = (&mut self.sw, &mut self.sl, &mut self.sy);

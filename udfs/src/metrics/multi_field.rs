@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion_common::{plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -14,6 +14,7 @@ use datafusion_macros::user_doc;
 
 use super::field::{FieldKernel, FieldKind, FieldMetric, DEFAULT_RCE_EPS};
 use crate::common::{literal, literal_f64};
+use crate::kernel::Filter;
 use crate::kernel::{kernel_accumulators, Kernel};
 
 const NAME: &str = "multi_field_rce";
@@ -234,12 +235,7 @@ impl Kernel for MultiFieldKernel {
     fn num_groups(&self) -> usize {
         self.inner[0].num_groups()
     }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         for (k, kernel) in self.inner.iter_mut().enumerate() {
             let cols = [
                 Arc::clone(&values[0]),

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion_common::{internal_err, plan_err, Result};
@@ -27,6 +27,7 @@ use crate::common::{
     args, check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
     literal_f64, usable_rows, Arg, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 
 /// Default bins per round.
@@ -208,12 +209,7 @@ impl Kernel for MvceKernel {
         self.count.len() / self.cells()
     }
 
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let p = f64s(&values[0]).values();
         let y = f64s(&values[1]).values();
         let keys = key_words(&values[2])?;

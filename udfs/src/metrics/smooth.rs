@@ -13,7 +13,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion_common::{internal_err, Result};
@@ -23,9 +23,10 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    args, check_p, check_y, f64_list_type, f64s, for_each_row, list_array, list_parts,
+    args, check_p, check_y, f64_list_state_fields, f64s, for_each_row, list_array, list_parts,
     literal_checked, usable_rows, Arg, CallShape,
 };
+use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
 
 const SHAPE: CallShape = CallShape {
@@ -96,16 +97,10 @@ impl AggregateUDFImpl for SmoothEce {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let mut fields: Vec<FieldRef> = ["rows_p", "rows_y", "grid_residual", "grid_count"]
-            .iter()
-            .map(|s| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, s),
-                    f64_list_type(),
-                    true,
-                ))
-            })
-            .collect();
+        let mut fields = f64_list_state_fields(
+            args.name,
+            &["rows_p", "rows_y", "grid_residual", "grid_count"],
+        );
         fields.push(Arc::new(Field::new(
             format_state_name(args.name, "n"),
             DataType::Float64,
@@ -357,22 +352,9 @@ impl Kernel for SmoothKernel {
         Ok(Self::new(self.sigma, self.sizes.clone()))
     }
 
-    fn resize(&mut self, n: usize) {
-        if self.groups.len() < n {
-            self.groups.resize_with(n, GroupState::default);
-        }
-    }
+    crate::kernel::groups_in_vec!(groups, GroupState::default);
 
-    fn num_groups(&self) -> usize {
-        self.groups.len()
-    }
-
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let p = f64s(&values[0]).values().clone();
         let y = f64s(&values[1]).values().clone();
         let mask = usable_rows(&[&values[0], &values[1]], filter);

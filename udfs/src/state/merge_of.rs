@@ -13,6 +13,7 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, TypeSignature, Volatility};
 
+use crate::kernel::Filter;
 use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 
 use super::{
@@ -353,12 +354,7 @@ impl Kernel for MergeKernel {
     fn num_groups(&self) -> usize {
         self.groups
     }
-    fn update(
-        &mut self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         self.stored(values, groups, filter, false)
     }
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {

@@ -167,6 +167,6 @@ impl Kernel for StateKernel {
         self.kernel.retractable()
     }
     fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        self.kernel.retract(values, groups)
+        self.kernel.retract_rows(values, groups)
     }
 }

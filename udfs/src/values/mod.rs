@@ -21,7 +21,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::Float64Type;
 use arrow::datatypes::{Field, FieldRef};
@@ -30,8 +30,9 @@ use datafusion_expr::utils::format_state_name;
 
 use crate::common::{
     all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_array,
-    list_parts, usable_rows,
+    list_parts, usable_rows_pyw,
 };
+use crate::kernel::Filter;
 use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
@@ -242,15 +243,7 @@ impl ValueStore {
         self.w_col.is_some()
     }
 
-    pub(crate) fn resize(&mut self, n: usize) {
-        if self.groups.len() < n {
-            self.groups.resize_with(n, Rows::default);
-        }
-    }
-
-    pub(crate) fn num_groups(&self) -> usize {
-        self.groups.len()
-    }
+    crate::kernel::groups_in_vec!(pub(crate) groups);
 
     #[inline]
     fn push(&mut self, g: usize, p: f64, y: f64, w: Option<f64>) {
@@ -294,16 +287,12 @@ impl ValueStore {
         &mut self,
         values: &[ArrayRef],
         groups: &[usize],
-        filter: Option<&BooleanArray>,
+        filter: Filter,
     ) -> Result<()> {
         let func = self.func;
         let p = f64s(&values[self.p_col]).values().clone();
-        let mut data = vec![&values[self.p_col], &values[self.y_col]];
-        let w = self.w_col.map(|i| {
-            data.push(&values[i]);
-            f64s(&values[i]).values().clone()
-        });
-        let mask = usable_rows(&data, filter);
+        let w = self.w_col.map(|i| f64s(&values[i]).values().clone());
+        let mask = usable_rows_pyw(values, (self.p_col, self.y_col), self.w_col, filter);
         if mask.is_none() && self.groups.len() == 1 && w.is_none() && all_probabilities(&p) {
             let added = with_labels!(&values[self.y_col], |y| {
                 let ok = all_labels(y);
