@@ -330,47 +330,40 @@ fn draw_panel<DB: DrawingBackend>(
             .min(x_max);
         (lower, upper)
     };
-    chart
-        .draw_series(filled.iter().map(|b| {
-            let (lower, upper) = span(b);
-            Rectangle::new(
-                [(lower, 0.0), (upper, b.frac_pos.unwrap_or(0.0))],
-                BAR.mix(0.8).filled(),
-            )
-        }))
-        .map_err(drawing)?
-        .label("fraction of positives")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], BAR.mix(0.8).filled()));
-    chart
-        .draw_series(filled.iter().map(|b| {
-            let (lower, upper) = span(b);
-            let (a, c) = (b.frac_pos.unwrap_or(0.0), b.mean_p.unwrap_or(0.0));
-            Rectangle::new(
-                [(lower, a.min(c)), (upper, a.max(c))],
-                GAP.mix(0.15).filled(),
-            )
-        }))
-        .map_err(drawing)?
-        .label("gap to the mean prediction")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], GAP.mix(0.15).filled()));
+    // The span between the observed rate and the mean prediction.
+    let gap = |b: &Bin| {
+        let (a, c) = (b.frac_pos.unwrap_or(0.0), b.mean_p.unwrap_or(0.0));
+        (a.min(c), a.max(c))
+    };
+    // One labelled bar per bin, from `ends(bin).0` to `ends(bin).1`.
+    let mut bars = |style: ShapeStyle, label: &str, ends: &dyn Fn(&Bin) -> (f64, f64)| {
+        chart
+            .draw_series(filled.iter().map(|b| {
+                let ((lower, upper), (y0, y1)) = (span(b), ends(b));
+                Rectangle::new([(lower, y0), (upper, y1)], style)
+            }))
+            .map_err(drawing)?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], style));
+        anyhow::Ok(())
+    };
+    bars(BAR.mix(0.8).filled(), "fraction of positives", &|b| {
+        (0.0, b.frac_pos.unwrap_or(0.0))
+    })?;
+    bars(GAP.mix(0.15).filled(), "gap to the mean prediction", &gap)?;
     // The gap hatched and outlined, so it shows over the bar too.
     chart
         .draw_series(filled.iter().flat_map(|b| {
-            let (lower, upper) = span(b);
-            let (a, c) = (b.frac_pos.unwrap_or(0.0), b.mean_p.unwrap_or(0.0));
-            hatch(lower, upper, a.min(c), a.max(c), x_max / 40.0)
+            let ((lower, upper), (y0, y1)) = (span(b), gap(b));
+            hatch(lower, upper, y0, y1, x_max / 40.0)
                 .into_iter()
                 .map(|line| PathElement::new(line, GAP.mix(0.55).stroke_width(1)))
         }))
         .map_err(drawing)?;
     chart
         .draw_series(filled.iter().map(|b| {
-            let (lower, upper) = span(b);
-            let (a, c) = (b.frac_pos.unwrap_or(0.0), b.mean_p.unwrap_or(0.0));
-            Rectangle::new(
-                [(lower, a.min(c)), (upper, a.max(c))],
-                GAP.mix(0.7).stroke_width(1),
-            )
+            let ((lower, upper), (y0, y1)) = (span(b), gap(b));
+            Rectangle::new([(lower, y0), (upper, y1)], GAP.mix(0.7).stroke_width(1))
         }))
         .map_err(drawing)?;
     chart
@@ -426,14 +419,7 @@ fn draw_panel<DB: DrawingBackend>(
         .label("perfect calibration")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], DIAGONAL.stroke_width(1)));
     if legend {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.2))
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(drawing)?;
+        house_legend(&mut chart)?;
     }
 
     // The rows per bin, log scale.
@@ -500,6 +486,23 @@ where
         .axis_desc_style(("sans-serif", 13))
         .label_style(("sans-serif", 12));
     mesh
+}
+
+/// The legend of a chart's labelled series in the house style: upper left, on a translucent
+/// box.
+pub(crate) fn house_legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> anyhow::Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.2))
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(drawing)
 }
 
 /// 1, 10, 100, 1k, 10k, 1M … for the log axis.

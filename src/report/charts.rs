@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use super::data::{Bin, ModelData};
 use super::Axis;
 use crate::plot::metric::{metric_svg, Point, Series};
-use crate::plot::{compact_count, drawing, house_mesh, nice_upper, Strategy};
+use crate::plot::{compact_count, drawing, house_legend, house_mesh, nice_upper, Strategy};
 
 /// Bins with fewer rows are drawn in grey: their observed rate says little.
 pub const FEW_ROWS: i64 = 100;
@@ -208,14 +208,7 @@ fn draw_rates<DB: DrawingBackend>(
         .map_err(drawing)?
         .label("perfect calibration")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], DIAGONAL.stroke_width(1)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.2))
-        .label_font(("sans-serif", 12))
-        .draw()
-        .map_err(drawing)?;
+    house_legend(&mut chart)?;
     Ok(())
 }
 

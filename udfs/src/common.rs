@@ -120,7 +120,8 @@ pub(crate) mod args {
     /// A logit.
     pub(crate) const LOGIT: Arg = Arg::num("logit").doc("The model's logit (any finite number).");
     /// The field of the field-level metrics and fits.
-    pub(crate) const FIELD: Arg = Arg::any("field");
+    pub(crate) const FIELD: Arg =
+        Arg::any("field").doc("The field: a column of any hashable type.");
     /// The row weight; 1 is no weight.
     pub(crate) const W: Arg = Arg::num("w")
         .or("1.0")

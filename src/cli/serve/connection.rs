@@ -540,7 +540,7 @@ impl SimpleQueryHandler for ConnectionInner {
                     responses.push(
                         session
                             .exec
-                            .run(client, &session.ctx, None, Some(statement))
+                            .run(client, &session.ctx, None, Query::Parsed(statement))
                             .await?,
                     );
                 }
@@ -760,7 +760,7 @@ impl QueryHook for Pre {
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
         if engine_setting(statement) {
-            return Some(self.0.run(client, ctx, Some(statement), None).await);
+            return Some(self.0.run_statement(client, ctx, statement).await);
         }
         self.check_cursor(statement, ctx).await.err().map(Err)
     }
@@ -794,7 +794,7 @@ impl QueryHook for Pre {
         }
         Some(
             self.0
-                .run_extended(client, ctx, statement, plan, params)
+                .run(client, ctx, Some(statement), Query::Bound(plan, params))
                 .await,
         )
     }
@@ -808,7 +808,7 @@ impl QueryHook for Exec {
         ctx: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        Some(self.run(client, ctx, Some(statement), None).await)
+        Some(self.run_statement(client, ctx, statement).await)
     }
 
     async fn handle_extended_parse_query(
@@ -832,10 +832,19 @@ impl QueryHook for Exec {
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
         Some(
-            self.run_extended(client, ctx, statement, plan, params)
+            self.run(client, ctx, Some(statement), Query::Bound(plan, params))
                 .await,
         )
     }
+}
+
+/// What [`Exec::run`] runs.
+enum Query<'a> {
+    /// A statement to plan here, in DataFusion's syntax (the simple protocol, and
+    /// statements only calibsql's parser reads).
+    Parsed(DFStatement),
+    /// The plan prepared at Parse with the parameter values of Bind (the extended protocol).
+    Bound(&'a LogicalPlan, &'a ParamValues),
 }
 
 /// `statement` as DataFusion's parser would give it: Postgres' `COPY` and `CREATE EXTERNAL
@@ -857,6 +866,17 @@ fn datafusion_statement(ctx: &SessionContext, statement: &Statement) -> DFStatem
 }
 
 impl Exec {
+    /// Runs a statement of the simple protocol.
+    async fn run_statement(
+        &self,
+        client: &mut dyn HookClient,
+        ctx: &SessionContext,
+        statement: &Statement,
+    ) -> PgWireResult<Response> {
+        let query = Query::Parsed(datafusion_statement(ctx, statement));
+        self.run(client, ctx, Some(statement), query).await
+    }
+
     /// Plans `statement` with named arguments completed, and checks it against the policy.
     async fn plan(
         &self,
@@ -894,55 +914,34 @@ impl Exec {
         }
     }
 
-    async fn run_extended(
-        &self,
-        client: &mut dyn HookClient,
-        ctx: &SessionContext,
-        statement: &Statement,
-        plan: &LogicalPlan,
-        params: &ParamValues,
-    ) -> PgWireResult<Response> {
-        let plan = plan
-            .clone()
-            .replace_params_with_values(params)
-            .map_err(from_datafusion)?;
-        self.run_plan(client, ctx, Some(statement), plan).await
-    }
-
-    /// Runs a parsed statement: `statement` (Postgres syntax) or `df_statement` (DataFusion's).
+    /// Runs `query` under the statement's time limit and cancel token; `statement` is what
+    /// the client sent, when it was Postgres syntax (it names the command tag).
     async fn run(
         &self,
         client: &mut dyn HookClient,
         ctx: &SessionContext,
         statement: Option<&Statement>,
-        df_statement: Option<DFStatement>,
+        query: Query<'_>,
     ) -> PgWireResult<Response> {
         let token = self.control.start();
         let limit = self.time_limit(client);
-        let df_statement = match (df_statement, statement) {
-            (Some(s), _) => s,
-            (None, Some(s)) => datafusion_statement(ctx, s),
-            (None, None) => return Ok(Response::EmptyQuery),
+        let plan = match query {
+            Query::Parsed(df_statement) => {
+                guard(self.plan(ctx, df_statement), &token, limit).await?
+            }
+            Query::Bound(plan, params) => {
+                let plan = plan
+                    .clone()
+                    .replace_params_with_values(params)
+                    .map_err(from_datafusion)?;
+                self.server
+                    .sessions
+                    .policy()
+                    .check(&plan)
+                    .map_err(from_datafusion)?;
+                plan
+            }
         };
-        let plan = guard(self.plan(ctx, df_statement), &token, limit).await?;
-        self.execute(client, ctx, statement, plan, token, limit)
-            .await
-    }
-
-    async fn run_plan(
-        &self,
-        client: &mut dyn HookClient,
-        ctx: &SessionContext,
-        statement: Option<&Statement>,
-        plan: LogicalPlan,
-    ) -> PgWireResult<Response> {
-        self.server
-            .sessions
-            .policy()
-            .check(&plan)
-            .map_err(from_datafusion)?;
-        let token = self.control.start();
-        let limit = self.time_limit(client);
         self.execute(client, ctx, statement, plan, token, limit)
             .await
     }

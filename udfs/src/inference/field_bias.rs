@@ -52,11 +52,7 @@ Values whose weights sum to 0 are left out. NULL when no value has weight.",
 | a    | 0.5  | 0.314598   |
 | b    | 0.0  | 1.0        |
 +------+------+------------+
-```"#,
-    argument(
-        name = "field",
-        description = "The field: a column of any hashable type."
-    )
+```"#
 )]
 struct FieldBiasDoc;
 

@@ -51,11 +51,7 @@ biases. NULL field values form one group. NULL when no row is usable.",
 +------+
 | 0.5  |
 +------+
-```"#,
-    argument(
-        name = "field",
-        description = "The field: a column of any hashable type."
-    )
+```"#
 )]
 struct FieldEceDoc;
 
@@ -75,10 +71,6 @@ usable.",
 | 0.5  |
 +------+
 ```"#,
-    argument(
-        name = "field",
-        description = "The field: a column of any hashable type."
-    ),
     argument(
         name = "eps",
         description = "Smoothing of the denominator, a constant >= 0. Default 0.01."

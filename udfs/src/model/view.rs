@@ -400,19 +400,9 @@ impl<'a> ModelRef<'a> {
 
     /// The knots `knots_x`, `knots_y` of row `row` (`knots_y` not empty).
     pub(crate) fn knots(&self, row: usize) -> Result<(&'a [f64], &'a [f64])> {
-        let part = |l: Option<&'a ListArray>, name: &str| -> Result<&'a [f64]> {
-            match l {
-                Some(l) if l.is_valid(row) => {
-                    let offs = l.value_offsets();
-                    let vals = l.values().as_primitive::<Float64Type>().values();
-                    Ok(&vals[offs[row] as usize..offs[row + 1] as usize])
-                }
-                _ => exec_err!("calibrate: argument model has no {name}"),
-            }
-        };
         let (x, y) = (
-            part(self.knots_x, "knots_x")?,
-            part(self.knots_y, "knots_y")?,
+            self.floats(self.knots_x, row, "knots_x")?,
+            self.floats(self.knots_y, row, "knots_y")?,
         );
         if y.is_empty() {
             return exec_err!("calibrate: argument model has malformed knots");
