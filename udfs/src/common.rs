@@ -402,6 +402,19 @@ pub(crate) fn literal_checked(
     Ok(x)
 }
 
+/// `arg_types` with the first `n`, when numeric, as Float64 and the rest unchanged: the
+/// coercion of a function that checks its own arguments in `return_type`.
+pub(crate) fn leading_numbers_as_f64(arg_types: &[DataType], n: usize) -> Vec<DataType> {
+    arg_types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match t {
+            t if i < n && t.is_numeric() => DataType::Float64,
+            t => t.clone(),
+        })
+        .collect()
+}
+
 /// The Float64 values of a coerced argument.
 pub(crate) fn f64s(a: &ArrayRef) -> &Float64Array {
     a.as_primitive::<Float64Type>()
@@ -551,18 +564,23 @@ pub(crate) fn f64_list_type() -> DataType {
     list_type(DataType::Float64)
 }
 
-/// State fields `<name>[<part>]`, one nullable list of Float64 per part.
-pub(crate) fn f64_list_state_fields(name: &str, parts: &[&str]) -> Vec<FieldRef> {
+/// State fields `<name>[<part>]`, one nullable field of type `data_type` per part.
+pub(crate) fn state_fields_of(name: &str, parts: &[&str], data_type: &DataType) -> Vec<FieldRef> {
     parts
         .iter()
         .map(|part| {
             Arc::new(Field::new(
                 format_state_name(name, part),
-                f64_list_type(),
+                data_type.clone(),
                 true,
             ))
         })
         .collect()
+}
+
+/// [`state_fields_of`] with a list of Float64 per part.
+pub(crate) fn f64_list_state_fields(name: &str, parts: &[&str]) -> Vec<FieldRef> {
+    state_fields_of(name, parts, &f64_list_type())
 }
 
 /// A list column (no null lists) of `values` cut by `offsets`; its item type is the values'.

@@ -138,8 +138,20 @@ fn labels_for<'a, K: Kernel>(kernel: &K, values: &'a [ArrayRef]) -> Result<Cow<'
 /// The `AggregateUDFImpl` methods every kernel-backed aggregate shares: name and signature
 /// from its call shape, lenient coercion (the real check is in `return_type`), and both
 /// accumulator faces built from `self.kernel(&args)`. The implementing struct provides
-/// `shape()`, a `signature` field and `kernel()`.
+/// `shape()`, a `signature` field and `kernel()`. With `returns T`, also `return_type`: the
+/// arguments checked against the shape, then always `T`.
 macro_rules! kernel_udaf_common {
+    (returns $ret:expr) => {
+        $crate::kernel::kernel_udaf_common!();
+
+        fn return_type(
+            &self,
+            arg_types: &[arrow::datatypes::DataType],
+        ) -> datafusion_common::Result<arrow::datatypes::DataType> {
+            self.shape().coerce(arg_types)?;
+            Ok($ret)
+        }
+    };
     () => {
         fn name(&self) -> &str {
             self.shape().name

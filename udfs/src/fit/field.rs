@@ -65,12 +65,7 @@ impl FieldFit {
 kernel_aggregate!(FieldFit, false, capped);
 
 impl AggregateUDFImpl for FieldFit {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(crate::model::model_type())
-    }
+    kernel_udaf_common!(returns crate::model::model_type());
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let mut fields: Vec<FieldRef> = vec![Arc::new(Field::new(

@@ -365,12 +365,7 @@ impl Fit {
 kernel_aggregate!(Fit, false, capped);
 
 impl AggregateUDFImpl for Fit {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(crate::model::model_type())
-    }
+    kernel_udaf_common!(returns crate::model::model_type());
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(fit_state_fields(args.name))

@@ -100,12 +100,7 @@ impl CalibrationSlope {
 kernel_aggregate!(CalibrationSlope, false);
 
 impl datafusion_expr::AggregateUDFImpl for CalibrationSlope {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        SHAPE.coerce(arg_types)?;
-        Ok(DataType::Struct(out_fields()))
-    }
+    kernel_udaf_common!(returns DataType::Struct(out_fields()));
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(crate::fit::fit_state_fields(args.name))

@@ -220,12 +220,7 @@ impl AucTest {
 }
 
 impl AggregateUDFImpl for AucTest {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        TEST.coerce(arg_types)?;
-        Ok(DataType::Struct(f64_struct_fields(&TEST_FIELDS)))
-    }
+    kernel_udaf_common!(returns DataType::Struct(f64_struct_fields(&TEST_FIELDS)));
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(f64_list_state_fields(args.name, &TEST_STATE))

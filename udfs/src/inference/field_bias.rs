@@ -119,12 +119,7 @@ impl FieldBias {
 kernel_aggregate!(FieldBias, true);
 
 impl AggregateUDFImpl for FieldBias {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(list_of(item_fields()))
-    }
+    kernel_udaf_common!(returns list_of(item_fields()));
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         // `field_ece`'s state.

@@ -9,16 +9,16 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
-use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use super::{f64_struct_array, f64_struct_fields};
 use crate::common::{
-    args, check_p, check_y, f64s, for_each_row, usable_rows_pyw, weight_at, weight_col, CallShape,
+    args, check_p, check_y, f64s, for_each_row, state_fields_of, usable_rows_pyw, weight_at,
+    weight_col, CallShape,
 };
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
@@ -71,24 +71,14 @@ impl Spiegelhalter {
 kernel_aggregate!(Spiegelhalter, true);
 
 impl AggregateUDFImpl for Spiegelhalter {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(DataType::Struct(f64_struct_fields(&OUT)))
-    }
+    kernel_udaf_common!(returns DataType::Struct(f64_struct_fields(&OUT)));
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(["sum_w", "num", "den"]
-            .iter()
-            .map(|n| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, n),
-                    DataType::Float64,
-                    true,
-                ))
-            })
-            .collect())
+        Ok(state_fields_of(
+            args.name,
+            &["sum_w", "num", "den"],
+            &DataType::Float64,
+        ))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -77,12 +77,7 @@ impl crate::registry::Shaped for Auc {
 }
 
 impl AggregateUDFImpl for Auc {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        SHAPE.coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
+    kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(state_fields(args.name))

@@ -69,12 +69,7 @@ impl crate::registry::Shaped for EceDebiased {
 }
 
 impl AggregateUDFImpl for EceDebiased {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        SHAPE.coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
+    kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(values::state_fields(args.name))

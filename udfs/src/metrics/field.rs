@@ -128,12 +128,7 @@ impl FieldMetric {
 kernel_aggregate!(FieldMetric, true);
 
 impl AggregateUDFImpl for FieldMetric {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
+    kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let keys = DataType::List(Arc::new(Field::new_list_field(DataType::Binary, true)));

@@ -8,16 +8,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
-use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
     all_probabilities, all_weights, args, check_p, check_propensity, check_w, check_y, f64s,
-    for_each_row, literal_checked, usable_rows_pyw, weight_col, CallShape,
+    for_each_row, literal_checked, state_fields_of, usable_rows_pyw, weight_col, CallShape,
 };
 use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
 use crate::kernel::Filter;
@@ -191,28 +190,14 @@ impl MeanLoss {
 kernel_aggregate!(MeanLoss, true);
 
 impl AggregateUDFImpl for MeanLoss {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
+    kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let names: &[&str] = match self.kind {
             LossKind::NormalizedEntropy => &["sum_w", "sum_loss", "sum_wy"],
             _ => &["sum_w", "sum_loss"],
         };
-        Ok(names
-            .iter()
-            .map(|n| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, n),
-                    DataType::Float64,
-                    true,
-                ))
-            })
-            .collect())
+        Ok(state_fields_of(args.name, names, &DataType::Float64))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -145,15 +145,7 @@ impl AggregateUDFImpl for MultiFieldRce {
 
     /// p and y as `field_rce` takes them; fields and eps unchanged.
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        Ok(arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| match i {
-                0 if t.is_numeric() => DataType::Float64,
-                1 if t.is_numeric() => DataType::Float64,
-                _ => t.clone(),
-            })
-            .collect())
+        Ok(crate::common::leading_numbers_as_f64(arg_types, 2))
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {

@@ -16,16 +16,15 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
+use arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion_common::{internal_err, plan_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    args, check_p, check_y, f64_list_type, f64s, fixed_lists, for_each_row, list_parts, literal,
-    literal_f64, usable_rows, Arg, CallShape,
+    args, check_p, check_y, f64_list_state_fields, f64s, fixed_lists, for_each_row, list_parts,
+    literal, literal_f64, usable_rows, Arg, CallShape,
 };
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
@@ -109,24 +108,10 @@ impl Mvce {
 kernel_aggregate!(Mvce, true);
 
 impl AggregateUDFImpl for Mvce {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape().coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
+    kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(["count", "gap"]
-            .iter()
-            .map(|n| {
-                Arc::new(Field::new(
-                    format_state_name(args.name, n),
-                    f64_list_type(),
-                    true,
-                ))
-            })
-            .collect())
+        Ok(f64_list_state_fields(args.name, &["count", "gap"]))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -89,12 +89,7 @@ impl SmoothEce {
 kernel_aggregate!(SmoothEce, false);
 
 impl AggregateUDFImpl for SmoothEce {
-    kernel_udaf_common!();
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        SHAPE.coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
+    kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let mut fields = f64_list_state_fields(

@@ -121,17 +121,7 @@ impl ScalarUDFImpl for Calibrate {
     /// Numeric scores to Float64, everything else unchanged, so `return_type` reports a bad
     /// call with this function's own message.
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        Ok(arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                if i == 0 && t.is_numeric() {
-                    DataType::Float64
-                } else {
-                    t.clone()
-                }
-            })
-            .collect())
+        Ok(crate::common::leading_numbers_as_f64(arg_types, 1))
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {

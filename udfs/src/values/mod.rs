@@ -23,14 +23,13 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::FieldRef;
 use arrow::datatypes::Float64Type;
-use arrow::datatypes::{Field, FieldRef};
 use datafusion_common::{internal_err, Result};
-use datafusion_expr::utils::format_state_name;
 
 use crate::common::{
-    all_probabilities, check_p, check_w, check_y, f64_list_type, f64s, for_each_row, list_array,
-    list_parts, usable_rows_pyw,
+    all_probabilities, check_p, check_w, check_y, f64_list_state_fields, f64s, for_each_row,
+    list_array, list_parts, usable_rows_pyw,
 };
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
@@ -48,16 +47,7 @@ pub(crate) const STATE_NAMES: [&str; 4] = ["neg_p", "pos_p", "neg_w", "pos_w"];
 
 /// The state fields of an aggregate whose state is a [`ValueStore`].
 pub(crate) fn state_fields(name: &str) -> Vec<FieldRef> {
-    STATE_NAMES
-        .iter()
-        .map(|s| {
-            Arc::new(Field::new(
-                format_state_name(name, s),
-                f64_list_type(),
-                true,
-            ))
-        })
-        .collect()
+    f64_list_state_fields(name, &STATE_NAMES)
 }
 
 /// A kernel whose state is the rows and whose value is `finish(rows)` (`auc`,
