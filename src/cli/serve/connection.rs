@@ -312,11 +312,17 @@ impl ConnectionInner {
             control: Arc::clone(&self.control),
         });
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
-            Arc::new(Pre(Arc::clone(&exec))),
+            Arc::new(Hook {
+                exec: Arc::clone(&exec),
+                stage: Stage::First,
+            }),
             Arc::new(TransactionStatementHook),
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
-            Arc::clone(&exec) as Arc<dyn QueryHook>,
+            Arc::new(Hook {
+                exec: Arc::clone(&exec),
+                stage: Stage::Last,
+            }),
         ];
         let service = Arc::new(DfSessionService::new_with_hooks(Arc::clone(&ctx), hooks));
         let parser = Arc::new(CalibsqlParser {
@@ -681,10 +687,21 @@ pub struct Exec {
     control: Arc<QueryControl>,
 }
 
-/// The first hook: settings of DataFusion and calibsql (`SET calibsql.…`) run here, with
-/// errors reported (datafusion-postgres' `SET` ignores them), and the query of a cursor is
-/// checked by the policy before the cursor hook runs it.
-struct Pre(Arc<Exec>);
+/// calibsql's two hooks around datafusion-postgres' own (transactions, cursors, `SET`/`SHOW`).
+struct Hook {
+    exec: Arc<Exec>,
+    stage: Stage,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Before the built-in hooks: settings of DataFusion and calibsql (`SET calibsql.…`) run
+    /// here, with errors reported (datafusion-postgres' `SET` ignores them), and the query of
+    /// a cursor is checked by the policy before the cursor hook runs it.
+    First,
+    /// After them: every statement they left runs here.
+    Last,
+}
 
 fn engine_setting(statement: &Statement) -> bool {
     let name = match statement {
@@ -733,12 +750,19 @@ fn plain_argument_names(statement: &mut DFStatement) {
     });
 }
 
-impl Pre {
+impl Hook {
+    /// Whether this hook leaves `statement` to the hooks after it: the first hook takes only
+    /// engine settings.
+    fn passes(&self, statement: &Statement) -> bool {
+        self.stage == Stage::First && !engine_setting(statement)
+    }
+
+    /// The first hook's check of a cursor's query (`DECLARE … FOR query`) by the policy.
     async fn check_cursor(&self, statement: &Statement, ctx: &SessionContext) -> PgWireResult<()> {
         if let Statement::Declare { stmts } = statement {
             for declare in stmts {
                 if let Some(query) = &declare.for_query {
-                    self.0
+                    self.exec
                         .plan(
                             ctx,
                             DFStatement::Statement(Box::new(Statement::Query(query.clone()))),
@@ -752,17 +776,17 @@ impl Pre {
 }
 
 #[async_trait]
-impl QueryHook for Pre {
+impl QueryHook for Hook {
     async fn handle_simple_query(
         &self,
         statement: &Statement,
         ctx: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if engine_setting(statement) {
-            return Some(self.0.run_statement(client, ctx, statement).await);
+        if self.passes(statement) {
+            return self.check_cursor(statement, ctx).await.err().map(Err);
         }
-        self.check_cursor(statement, ctx).await.err().map(Err)
+        Some(self.exec.run_statement(client, ctx, statement).await)
     }
 
     async fn handle_extended_parse_query(
@@ -771,14 +795,11 @@ impl QueryHook for Pre {
         ctx: &SessionContext,
         _client: &(dyn ClientInfo + Send + Sync),
     ) -> Option<PgWireResult<LogicalPlan>> {
-        if engine_setting(statement) {
-            return Some(
-                self.0
-                    .plan(ctx, DFStatement::Statement(Box::new(statement.clone())))
-                    .await,
-            );
+        if self.passes(statement) {
+            return self.check_cursor(statement, ctx).await.err().map(Err);
         }
-        self.check_cursor(statement, ctx).await.err().map(Err)
+        let statement = DFStatement::Statement(Box::new(statement.clone()));
+        Some(self.exec.plan(ctx, statement).await)
     }
 
     async fn handle_extended_query(
@@ -789,52 +810,11 @@ impl QueryHook for Pre {
         ctx: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if !engine_setting(statement) {
+        if self.passes(statement) {
             return None;
         }
-        Some(
-            self.0
-                .run(client, ctx, Some(statement), Query::Bound(plan, params))
-                .await,
-        )
-    }
-}
-
-#[async_trait]
-impl QueryHook for Exec {
-    async fn handle_simple_query(
-        &self,
-        statement: &Statement,
-        ctx: &SessionContext,
-        client: &mut dyn HookClient,
-    ) -> Option<PgWireResult<Response>> {
-        Some(self.run_statement(client, ctx, statement).await)
-    }
-
-    async fn handle_extended_parse_query(
-        &self,
-        statement: &Statement,
-        ctx: &SessionContext,
-        _client: &(dyn ClientInfo + Send + Sync),
-    ) -> Option<PgWireResult<LogicalPlan>> {
-        Some(
-            self.plan(ctx, DFStatement::Statement(Box::new(statement.clone())))
-                .await,
-        )
-    }
-
-    async fn handle_extended_query(
-        &self,
-        statement: &Statement,
-        plan: &LogicalPlan,
-        params: &ParamValues,
-        ctx: &SessionContext,
-        client: &mut dyn HookClient,
-    ) -> Option<PgWireResult<Response>> {
-        Some(
-            self.run(client, ctx, Some(statement), Query::Bound(plan, params))
-                .await,
-        )
+        let query = Query::Bound(plan, params);
+        Some(self.exec.run(client, ctx, Some(statement), query).await)
     }
 }
 
@@ -891,11 +871,13 @@ impl Exec {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        self.server
-            .sessions
-            .policy()
-            .check(&plan)
-            .map_err(from_datafusion)?;
+        self.allowed(plan)
+    }
+
+    /// `plan`, when the policy allows it.
+    fn allowed(&self, plan: LogicalPlan) -> PgWireResult<LogicalPlan> {
+        let policy = self.server.sessions.policy();
+        policy.check(&plan).map_err(from_datafusion)?;
         Ok(plan)
     }
 
@@ -929,18 +911,11 @@ impl Exec {
             Query::Parsed(df_statement) => {
                 guard(self.plan(ctx, df_statement), &token, limit).await?
             }
-            Query::Bound(plan, params) => {
-                let plan = plan
-                    .clone()
+            Query::Bound(plan, params) => self.allowed(
+                plan.clone()
                     .replace_params_with_values(params)
-                    .map_err(from_datafusion)?;
-                self.server
-                    .sessions
-                    .policy()
-                    .check(&plan)
-                    .map_err(from_datafusion)?;
-                plan
-            }
+                    .map_err(from_datafusion)?,
+            )?,
         };
         self.execute(client, ctx, statement, plan, token, limit)
             .await
