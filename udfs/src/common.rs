@@ -44,7 +44,9 @@ pub(crate) struct Arg {
     pub default: Option<&'static str>,
     /// Must be a constant although coerced as data (a scalar's `eta`): see [`Arg::is_literal`].
     constant: bool,
-    /// The argument's documentation where many functions share it (see [`with_argument_docs`]).
+    /// The argument's documentation: shared by the functions that use this `Arg` as it is, or
+    /// the function's own, given where its shape names the argument (see
+    /// [`with_argument_docs`]).
     pub doc: Option<&'static str>,
 }
 
@@ -91,7 +93,7 @@ impl Arg {
             ..self
         }
     }
-    /// This argument with `text` as its shared documentation.
+    /// This argument with `text` as its documentation.
     pub(crate) const fn doc(self, text: &'static str) -> Self {
         Arg {
             doc: Some(text),
@@ -145,9 +147,9 @@ pub(crate) mod args {
     pub(crate) const LAMBDA: Arg = Arg::lit_num("lambda").or("1.96");
 }
 
-/// `doc` with its argument table in `shape`'s order: each argument's own text where `doc`
-/// gives one (`user_doc`'s `argument(…)`), else the text its [`Arg`] shares with other
-/// functions; an argument with neither is left out.
+/// `doc` with its argument table in `shape`'s order, each argument's text from its [`Arg`]
+/// (`Arg::doc`: the shared text of `args::P`, or the function's own, given where its shape
+/// names the argument). An argument without one keeps the text `doc` gives it, if any.
 fn with_argument_docs(
     doc: &datafusion_expr::Documentation,
     shape: &CallShape,
@@ -158,11 +160,11 @@ fn with_argument_docs(
         .iter()
         .chain(shape.optional)
         .filter_map(|a| {
-            let text = own
-                .iter()
-                .find(|(n, _)| n == a.name)
-                .map(|(_, d)| d.clone())
-                .or(a.doc.map(str::to_string))?;
+            let text = a.doc.map(str::to_string).or_else(|| {
+                own.iter()
+                    .find(|(n, _)| n == a.name)
+                    .map(|(_, d)| d.clone())
+            })?;
             Some((a.name.to_string(), text))
         })
         .collect();

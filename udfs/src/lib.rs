@@ -37,19 +37,25 @@
 //!    its `Signature`, with
 //!    - `fn shape(&self) -> CallShape`: its name and arguments, the shared ones from
 //!      `common::args` (`args::P`, `args::Y`, `args::W`, `args::N_BINS`, …, which carry their
-//!      default and documentation), its own as `Arg::lit_num("level").or("0.95")`: the
-//!      default, a SQL literal, sits next to the name, and is what named calls that skip the
-//!      argument and the stored states' parameters use;
+//!      default and documentation), its own as
+//!      `Arg::lit_num("level").or("0.95").doc("Confidence level in (0, 1). Default 0.95.")`:
+//!      the default, a SQL literal, and the text sit next to the name; the default is what
+//!      named calls that skip the argument and the stored states' parameters use (the
+//!      `signature_from_shape!` macro writes `new`, `Default` and `shape()` from a shape
+//!      constant);
 //!    - `fn kernel(&self, args: &AccumulatorArgs) -> Result<K>`: a `Kernel` (kernel.rs) with
 //!      its per-group state, `update`, `merge`, `state`, `evaluate`; a metric that computes
 //!      another value from an existing kernel's state wraps that kernel, passes the rest on
 //!      with `delegate_to_inner!`, and writes only `empty` and `evaluate` (as
 //!      `inference/rows.rs` does over `auc`'s state);
-//!    - `impl AggregateUDFImpl` with `kernel_udaf_common!()` (name, signature, coercion,
-//!      both accumulators), `return_type` (which calls `self.shape().coerce`),
-//!      `state_fields` and `documentation` (`#[user_doc]`, section label as the others;
-//!      return it through `common::documented(self.doc(), &self.shape())`, which adds the
-//!      texts of the arguments declared in `common::args`, so they need no `argument(…)`);
+//!    - `impl AggregateUDFImpl` with `kernel_udaf_common!(returns DataType::Float64)` (name,
+//!      signature, coercion, both accumulators, and a `return_type` that checks the call
+//!      against the shape; without `returns …`, write `return_type` yourself, calling
+//!      `self.shape().coerce` first), `state_fields` and `documentation` (`#[user_doc]`
+//!      with the description and examples, section label as the others; return it through
+//!      `common::documented(self.doc(), &self.shape())`, which adds the argument table from
+//!      the shape: `common::args`' shared texts, and your own given with `.doc("…")` next to
+//!      the argument's name, so a `#[user_doc]` has no `argument(…)`);
 //!    - `kernel_aggregate!(MyMetric, retractable)`, which makes it a `KernelAggregate`, the
 //!      form the `_state` / `_merge` wrappers take.
 //! 2. One line in `registry::functions()`:

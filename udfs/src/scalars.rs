@@ -44,8 +44,7 @@ pub enum ScalarKind {
 +-----+-----+
 | 0.5 | 0.0 |
 +-----+-----+
-```"#,
-    argument(name = "x", description = "Any number (a logit or raw score).")
+```"#
 )]
 struct SigmoidDoc;
 
@@ -60,8 +59,7 @@ struct SigmoidDoc;
 +-----+-----+
 | 0.0 | inf |
 +-----+-----+
-```"#,
-    argument(name = "p", description = "A probability in [0, 1].")
+```"#
 )]
 struct LogitDoc;
 
@@ -78,16 +76,7 @@ NULL when n <= 0.",
 +--------+--------+
 | 0.4038 | 0.5962 |
 +--------+--------+
-```"#,
-    argument(name = "pos_rate", description = "Observed positive rate in [0, 1]."),
-    argument(
-        name = "n",
-        description = "Number of samples (may be a weighted count)."
-    ),
-    argument(
-        name = "z",
-        description = "Normal quantile, finite and >= 0 (1.96 for 95%)."
-    )
+```"#
 )]
 struct WilsonIntervalDoc;
 
@@ -104,10 +93,7 @@ Wilson interval around the observed `pos_rate` with n samples, `|pos_rate − p_
 +-----+
 | 5.0 |
 +-----+
-```"#,
-    argument(name = "p_hat", description = "Mean predicted probability in [0, 1]."),
-    argument(name = "pos_rate", description = "Observed positive rate in [0, 1]."),
-    argument(name = "n", description = "Number of samples, >= 0.")
+```"#
 )]
 struct WilsonZDoc;
 
@@ -125,20 +111,7 @@ p_hat. 1 when p_hat equals pos_rate or n = 0. Multiply predictions of the subset
 +------+---------+
 | 1.0  | 1.0     |
 +------+---------+
-```"#,
-    argument(
-        name = "p_hat",
-        description = "Mean predicted probability of the subset, in [0, 1]."
-    ),
-    argument(
-        name = "pos_rate",
-        description = "Observed positive rate of the subset, in [0, 1]."
-    ),
-    argument(name = "n", description = "Number of samples in the subset, >= 0."),
-    argument(
-        name = "lambda",
-        description = "Bound of the shrunk deviation, a constant >= 0. Default 1.96; 0 trusts the observed rate entirely (the multiplier is pos_rate / p_hat, Zhao et al.)."
-    )
+```"#
 )]
 struct ConfCalibMultiplierDoc;
 
@@ -154,17 +127,7 @@ the probability that an item with `count` interactions was shown, relative to th
 +-----+-----+
 | 0.5 | 0.1 |
 +-----+-----+
-```"#,
-    argument(name = "count", description = "Interactions of the item, >= 0."),
-    argument(
-        name = "max_count",
-        description = "Interactions of the most popular item, > 0 and >= count."
-    ),
-    argument(name = "eta", description = "Exponent, a constant >= 0. Default 0.5."),
-    argument(
-        name = "clip",
-        description = "Lower clip, a constant in [0, 1]. Default 0.1."
-    )
+```"#
 )]
 struct PopularityPropensityDoc;
 
@@ -185,30 +148,70 @@ impl ScalarKind {
         }
         const NONE: &[Arg] = &[];
         let (name, required, optional): (_, &'static [Arg], &'static [Arg]) = match self {
-            ScalarKind::Sigmoid => ("sigmoid", const { &[num("x")] }, NONE),
-            ScalarKind::Logit => ("logit", const { &[num("p")] }, NONE),
+            ScalarKind::Sigmoid => (
+                "sigmoid",
+                const { &[num("x").doc("Any number (a logit or raw score).")] },
+                NONE,
+            ),
+            ScalarKind::Logit => (
+                "logit",
+                const { &[num("p").doc("A probability in [0, 1].")] },
+                NONE,
+            ),
             ScalarKind::WilsonInterval => (
                 "wilson_interval",
-                const { &[num("pos_rate"), num("n"), num("z")] },
+                const {
+                    &[
+                        num("pos_rate").doc("Observed positive rate in [0, 1]."),
+                        num("n").doc("Number of samples (may be a weighted count)."),
+                        num("z").doc("Normal quantile, finite and >= 0 (1.96 for 95%)."),
+                    ]
+                },
                 NONE,
             ),
             ScalarKind::WilsonZ => (
                 "wilson_z",
-                const { &[num("p_hat"), num("pos_rate"), num("n")] },
+                const {
+                    &[
+                        num("p_hat").doc("Mean predicted probability in [0, 1]."),
+                        num("pos_rate").doc("Observed positive rate in [0, 1]."),
+                        num("n").doc("Number of samples, >= 0."),
+                    ]
+                },
                 NONE,
             ),
             ScalarKind::ConfCalibMultiplier => (
                 "confcalib_multiplier",
-                const { &[num("p_hat"), num("pos_rate"), num("n")] },
-                const { &[num("lambda").or("1.96").constant()] },
+                const {
+                    &[
+                        num("p_hat").doc("Mean predicted probability of the subset, in [0, 1]."),
+                        num("pos_rate").doc("Observed positive rate of the subset, in [0, 1]."),
+                        num("n").doc("Number of samples in the subset, >= 0."),
+                    ]
+                },
+                const {
+                    &[num("lambda").or("1.96").constant().doc("Bound of the shrunk deviation, a constant >= 0. Default 1.96; 0 trusts the observed rate entirely (the multiplier is pos_rate / p_hat, Zhao et al.).")]
+                },
             ),
             ScalarKind::PopularityPropensity => (
                 "popularity_propensity",
-                const { &[num("count"), num("max_count")] },
                 const {
                     &[
-                        num("eta").or("0.5").constant(),
-                        num("clip").or("0.1").constant(),
+                        num("count").doc("Interactions of the item, >= 0."),
+                        num("max_count")
+                            .doc("Interactions of the most popular item, > 0 and >= count."),
+                    ]
+                },
+                const {
+                    &[
+                        num("eta")
+                            .or("0.5")
+                            .constant()
+                            .doc("Exponent, a constant >= 0. Default 0.5."),
+                        num("clip")
+                            .or("0.1")
+                            .constant()
+                            .doc("Lower clip, a constant in [0, 1]. Default 0.1."),
                     ]
                 },
             ),
@@ -408,14 +411,15 @@ impl ScalarUDFImpl for CalibScalar {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        match self.kind {
+        let doc = match self.kind {
             ScalarKind::Sigmoid => SigmoidDoc.doc(),
             ScalarKind::Logit => LogitDoc.doc(),
             ScalarKind::WilsonInterval => WilsonIntervalDoc.doc(),
             ScalarKind::WilsonZ => WilsonZDoc.doc(),
             ScalarKind::ConfCalibMultiplier => ConfCalibMultiplierDoc.doc(),
             ScalarKind::PopularityPropensity => PopularityPropensityDoc.doc(),
-        }
+        };
+        crate::common::documented(doc, &self.shape())
     }
 }
 

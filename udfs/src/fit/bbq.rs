@@ -241,7 +241,6 @@ value on each (x_i, x_i+1] in `knots_y`; `iterations` holds the number of histog
 +--------+------------+
 | bbq    | true       |
 +--------+------------+
-```"#,
-    argument(name = "p", description = "The predicted probability, in [0, 1].")
+```"#
 )]
 struct FitBbqDoc;

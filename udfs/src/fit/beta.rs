@@ -31,8 +31,7 @@ exactly, so the loss is never higher than betacal's.",
 +--------+----------+
 | beta   | true     |
 +--------+----------+
-```"#,
-    argument(name = "p", description = "The predicted probability, in [0, 1].")
+```"#
 )]
 struct FitBetaDoc;
 

@@ -38,20 +38,7 @@ keeps p. An empty bin, or one whose mean p is 0, has multiplier 1. The model kee
 | b | 0.0 |
 | c | 0.2 |
 +---+-----+
-```"#,
-    argument(name = "p", description = "The predicted probability, in [0, 1]."),
-    argument(
-        name = "field",
-        description = "The field whose values are calibrated separately (any type; compared as text)."
-    ),
-    argument(
-        name = "n_bins",
-        description = "Bins per field value, an integer constant in [1, 10000]. Default 10."
-    ),
-    argument(
-        name = "lambda",
-        description = "Bound of the shrunk deviation, a constant >= 0. Default 1.96; 0 trusts each bin's observed rate entirely."
-    )
+```"#
 )]
 struct FitConfCalibDoc;
 
@@ -62,8 +49,19 @@ impl Calibrator for ConfCalib {
     fn shape(&self) -> CallShape {
         CallShape {
             name: "fit_confcalib",
-            required: &[args::P, args::Y, args::FIELD],
-            optional: const { &[args::N_BINS.or("10"), args::LAMBDA] },
+            required: const {
+                &[
+                    args::P,
+                    args::Y,
+                    args::FIELD.doc("The field whose values are calibrated separately (any type; compared as text)."),
+                ]
+            },
+            optional: const {
+                &[
+                    args::N_BINS.or("10").doc("Bins per field value, an integer constant in [1, 10000]. Default 10."),
+                    args::LAMBDA.doc("Bound of the shrunk deviation, a constant >= 0. Default 1.96; 0 trusts each bin's observed rate entirely."),
+                ]
+            },
         }
     }
 

@@ -52,8 +52,21 @@ impl Calibrator for FieldCalib {
     fn shape(&self) -> CallShape {
         CallShape {
             name: "fit_field_calib",
-            required: &[args::LOGIT, args::Y, args::FIELD],
-            optional: const { &[args::N_KNOTS, Arg::lit_num("l2").or("1.0")] },
+            required: const {
+                &[
+                    args::LOGIT,
+                    args::Y,
+                    args::FIELD.doc(
+                        "The field whose values get their own offset (any type; compared as text).",
+                    ),
+                ]
+            },
+            optional: const {
+                &[
+                    args::N_KNOTS.doc("Number of knots of η, an integer constant in [1, 1000]. Default 100."),
+                    Arg::lit_num("l2").or("1.0").doc("L2 penalty on the offsets (on the summed loss), a constant >= 0. Default 1.0."),
+                ]
+            },
         }
     }
 
@@ -113,18 +126,6 @@ offsets in `field_values`; `loss` is the mean log loss without the penalty.",
 | a | true  |
 | b | false |
 +---+-------+
-```"#,
-    argument(
-        name = "field",
-        description = "The field whose values get their own offset (any type; compared as text)."
-    ),
-    argument(
-        name = "n_knots",
-        description = "Number of knots of η, an integer constant in [1, 1000]. Default 100."
-    ),
-    argument(
-        name = "l2",
-        description = "L2 penalty on the offsets (on the summed loss), a constant >= 0. Default 1.0."
-    )
+```"#
 )]
 struct FitFieldCalibDoc;

@@ -32,15 +32,7 @@ the n_bins + 1 edges in `knots_x` and the rates in `knots_y`; `calibrate` clamps
 +---------------------------+
 | [0.0, 0.6666666666666666] |
 +---------------------------+
-```"#,
-    argument(
-        name = "n_bins",
-        description = "Number of bins, an integer constant in [1, 10000]. Default 15."
-    ),
-    argument(
-        name = "strategy",
-        description = "'uniform' (equal width, the default) or 'quantile' (equal frequency)."
-    )
+```"#
 )]
 struct FitHistogramDoc;
 
@@ -52,7 +44,15 @@ impl Calibrator for Histogram {
         CallShape {
             name: "fit_histogram",
             required: &[args::SCORE, args::Y],
-            optional: &[args::N_BINS, args::STRATEGY],
+            optional: const {
+                &[
+                    args::N_BINS
+                        .doc("Number of bins, an integer constant in [1, 10000]. Default 15."),
+                    args::STRATEGY.doc(
+                        "'uniform' (equal width, the default) or 'quantile' (equal frequency).",
+                    ),
+                ]
+            },
         }
     }
 

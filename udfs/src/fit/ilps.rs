@@ -65,7 +65,14 @@ impl Calibrator for Ilps {
         CallShape {
             name: "fit_ilps",
             required: &[args::LOGIT, args::Y],
-            optional: &[args::N_KNOTS, args::PROPENSITY, args::CLIP],
+            optional: const {
+                &[
+                    args::N_KNOTS
+                        .doc("Number of knots K, an integer constant in [1, 1000]. Default 100."),
+                    args::PROPENSITY,
+                    args::CLIP,
+                ]
+            },
         }
     }
 
@@ -101,10 +108,6 @@ in `knots_y`.",
 +--------+-------+-----+
 | ilps   | 3     | 0.5 |
 +--------+-------+-----+
-```"#,
-    argument(
-        name = "n_knots",
-        description = "Number of knots K, an integer constant in [1, 1000]. Default 100."
-    )
+```"#
 )]
 struct FitIlpsDoc;

@@ -30,11 +30,7 @@ default 10,000,000; docs/SEMANTICS.md says what happens past it).",
 +----------------------+----------------------+
 | [1.0, 2.0, 3.0, 4.0] | [0.0, 0.5, 0.5, 1.0] |
 +----------------------+----------------------+
-```"#,
-    argument(
-        name = "propensity",
-        description = "Optional exposure propensity in (0, 1]: PAV on y/ω."
-    )
+```"#
 )]
 struct FitIsotonicDoc;
 
@@ -46,7 +42,12 @@ impl Calibrator for Isotonic {
         CallShape {
             name: "fit_isotonic",
             required: &[args::SCORE, args::Y],
-            optional: &[args::PROPENSITY, args::CLIP],
+            optional: const {
+                &[
+                    args::PROPENSITY.doc("Optional exposure propensity in (0, 1]: PAV on y/ω."),
+                    args::CLIP,
+                ]
+            },
         }
     }
 

@@ -46,18 +46,16 @@ is usable or every weight is 0.",
 +-------+-----+--------+--------+
 | 0.125 | 0.0 | 0.0625 | 0.1875 |
 +-------+-----+--------+--------+
-```"#,
-    argument(
-        name = "score",
-        description = "The scoring rule: 'brier' (the default) or 'logloss'."
-    )
+```"#
 )]
 struct CalibrationDecompositionDoc;
 
 const OUT: [&str; 4] = ["score", "miscalibration", "discrimination", "uncertainty"];
 
 /// The scoring rule decomposed: `'brier'` or `'logloss'`.
-const SCORE_RULE: Arg = Arg::lit_str("score").or("'brier'");
+const SCORE_RULE: Arg = Arg::lit_str("score")
+    .or("'brier'")
+    .doc("The scoring rule: 'brier' (the default) or 'logloss'.");
 
 const SHAPE: CallShape = CallShape {
     name: "calibration_decomposition",

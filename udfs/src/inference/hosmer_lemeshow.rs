@@ -54,11 +54,7 @@ row, or a count per distinct p when p repeats). NULL when no row is usable.",
 +----+-----------+
 | 2  | 1.237612  |
 +----+-----------+
-```"#,
-    argument(
-        name = "n_groups",
-        description = "Number of quantile groups g, an integer constant in [3, 10000]. Default 10."
-    )
+```"#
 )]
 struct HosmerLemeshowDoc;
 
@@ -71,7 +67,9 @@ fn out_fields() -> Fields {
 }
 
 /// The number of groups (`g` of `hoslem.test`).
-const N_GROUPS: Arg = Arg::lit_int("n_groups").or("10");
+const N_GROUPS: Arg = Arg::lit_int("n_groups")
+    .or("10")
+    .doc("Number of quantile groups g, an integer constant in [3, 10000]. Default 10.");
 
 const SHAPE: CallShape = CallShape {
     name: "hosmer_lemeshow",

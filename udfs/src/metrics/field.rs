@@ -70,11 +70,7 @@ usable.",
 +------+
 | 0.5  |
 +------+
-```"#,
-    argument(
-        name = "eps",
-        description = "Smoothing of the denominator, a constant >= 0. Default 0.01."
-    )
+```"#
 )]
 struct FieldRceDoc;
 
@@ -99,7 +95,14 @@ impl FieldKind {
             FieldKind::Rce => CallShape {
                 name: "field_rce",
                 required: &[args::P, args::Y, args::FIELD],
-                optional: const { &[args::EPS.or("0.01"), args::W] },
+                optional: const {
+                    &[
+                        args::EPS
+                            .or("0.01")
+                            .doc("Smoothing of the denominator, a constant >= 0. Default 0.01."),
+                        args::W,
+                    ]
+                },
             },
         }
     }

@@ -48,11 +48,7 @@ pub enum LossKind {
 +----------+
 | 0.693147 |
 +----------+
-```"#,
-    argument(
-        name = "eps",
-        description = "Clipping constant in [0, 0.5). Default 2.220446049250313e-16."
-    )
+```"#
 )]
 struct LogLossDoc;
 
@@ -85,12 +81,7 @@ is usable.",
 +----------+
 | 0.693147 |
 +----------+
-```"#,
-    argument(name = "propensity", description = "Exposure propensity in (0, 1]."),
-    argument(
-        name = "eps",
-        description = "Clipping constant of p in [0, 0.5). Default 2.220446049250313e-16."
-    )
+```"#
 )]
 struct IpsLogLossDoc;
 
@@ -128,18 +119,37 @@ impl LossKind {
             LossKind::LogLoss => CallShape {
                 name: "logloss",
                 required: &[args::P, args::Y],
-                optional: &[args::EPS, args::W],
+                optional: const {
+                    &[
+                        args::EPS
+                            .doc("Clipping constant in [0, 0.5). Default 2.220446049250313e-16."),
+                        args::W,
+                    ]
+                },
             },
             LossKind::Brier => CallShape {
                 name: "brier",
                 required: &[args::P, args::Y],
                 optional: &[args::W],
             },
-            LossKind::IpsLogLoss => CallShape {
-                name: "ips_logloss",
-                required: &[args::P, args::Y, args::PROPENSITY],
-                optional: &[args::CLIP, args::EPS],
-            },
+            LossKind::IpsLogLoss => {
+                CallShape {
+                    name: "ips_logloss",
+                    required: const {
+                        &[
+                            args::P,
+                            args::Y,
+                            args::PROPENSITY.doc("Exposure propensity in (0, 1]."),
+                        ]
+                    },
+                    optional: const {
+                        &[
+                        args::CLIP,
+                        args::EPS.doc("Clipping constant of p in [0, 0.5). Default 2.220446049250313e-16."),
+                    ]
+                    },
+                }
+            }
             LossKind::NormalizedEntropy => CallShape {
                 name: "normalized_entropy",
                 required: &[args::P, args::Y],

@@ -50,19 +50,7 @@ only on the key, so the result does not depend on partitioning or machines. Rows
 +---------+
 | 0.5     |
 +---------+
-```"#,
-    argument(
-        name = "key",
-        description = "The key whose hash assigns rows to bins (a user or item id): integers or text; other types are cast to text."
-    ),
-    argument(
-        name = "n_bins",
-        description = "Bins per round, an integer constant in [1, 10000]. Default 15."
-    ),
-    argument(
-        name = "rounds",
-        description = "Rounds (random partitions), an integer constant in [1, 1000]. Default 10."
-    )
+```"#
 )]
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Mvce {
@@ -71,8 +59,21 @@ pub struct Mvce {
 
 const SHAPE: CallShape = CallShape {
     name: "mvce",
-    required: const { &[args::P, args::Y, Arg::any("key")] },
-    optional: const { &[args::N_BINS, Arg::lit_int("rounds").or("10")] },
+    required: const {
+        &[
+            args::P,
+            args::Y,
+            Arg::any("key").doc("The key whose hash assigns rows to bins (a user or item id): integers or text; other types are cast to text."),
+        ]
+    },
+    optional: const {
+        &[
+            args::N_BINS.doc("Bins per round, an integer constant in [1, 10000]. Default 15."),
+            Arg::lit_int("rounds")
+                .or("10")
+                .doc("Rounds (random partitions), an integer constant in [1, 1000]. Default 10."),
+        ]
+    },
 };
 
 signature_from_shape!(Mvce, SHAPE);

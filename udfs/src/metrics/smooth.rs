@@ -32,7 +32,11 @@ use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, 
 const SHAPE: CallShape = CallShape {
     name: "smooth_ece",
     required: &[args::P, args::Y],
-    optional: &[Arg::lit_num("sigma")],
+    optional: const {
+        &[Arg::lit_num("sigma").doc(
+            "Kernel bandwidth, a constant >= 0.0001. Default: chosen as relplot's `smECE` does.",
+        )]
+    },
 };
 
 /// Smallest `sigma` accepted: the grid has about 10/σ points and the work grows with it.
@@ -53,11 +57,7 @@ without `sigma`, 16 KB with σ ≥ 0.01). NULL when no row is usable.",
 +-------+
 | 0.282 |
 +-------+
-```"#,
-    argument(
-        name = "sigma",
-        description = "Kernel bandwidth, a constant >= 0.0001. Default: chosen as relplot's `smECE` does."
-    )
+```"#
 )]
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct SmoothEce {
