@@ -42,6 +42,22 @@ pub(crate) use order::{is_sorted_f64, select_ranks, sort_f64};
 pub(crate) use sweep::{class_runs, for_each_score, sweep};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
 
+/// Rows a vector holds before it grows by an eighth rather than doubling (8 MiB of f64).
+const LARGE_ROWS: usize = 1 << 20;
+
+/// Makes room for `extra` more values. A vector of [`LARGE_ROWS`] or more grows by an eighth
+/// (or `extra`, if more) instead of doubling: the memory pool is told each vector's capacity,
+/// and a doubled vector would claim up to twice what it holds, so a query that fits under
+/// `--memory-limit` would fail. Blocks that large are mapped pages that the allocator
+/// resizes in place (`mremap`), so the smaller steps copy little. Smaller vectors double as
+/// usual.
+#[inline]
+fn make_room(v: &mut Vec<f64>, extra: usize) {
+    if v.len() + extra > v.capacity() && v.len() >= LARGE_ROWS {
+        v.reserve_exact(extra.max(v.len() / 8));
+    }
+}
+
 /// The names of the four state fields of a [`ValueStore`].
 pub(crate) const STATE_NAMES: [&str; 4] = ["neg_p", "pos_p", "neg_w", "pos_w"];
 
@@ -240,8 +256,10 @@ impl ValueStore {
         let rows = &mut self.groups[g];
         let c = (y == 1.0) as usize;
         let before = rows.p[c].capacity() + rows.w[c].capacity();
+        make_room(&mut rows.p[c], 1);
         rows.p[c].push(p);
         if let Some(w) = w {
+            make_room(&mut rows.w[c], 1);
             rows.w[c].push(w);
         }
         let after = rows.p[c].capacity() + rows.w[c].capacity();
@@ -256,6 +274,8 @@ impl ValueStore {
         let before = rows.p[0].capacity() + rows.p[1].capacity();
         let [neg, pos] = &mut rows.p;
         let (mut n0, mut n1) = (neg.len(), pos.len());
+        make_room(neg, p.len());
+        make_room(pos, p.len());
         neg.resize(n0 + p.len(), 0.0);
         pos.resize(n1 + p.len(), 0.0);
         for (&pi, &yi) in p.iter().zip(y) {
