@@ -12,10 +12,11 @@ use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
+use super::binning::kth_of_two;
 use crate::common::{args, CallShape};
 use crate::kernel::kernel_udaf_common;
 use crate::kernel::signature_from_shape;
-use crate::values::{self, class_runs, sweep, Rows, RowsKernel, Tally, ValueStore};
+use crate::values::{self, Rows, RowsKernel, ValueStore};
 
 const SHAPE: CallShape = CallShape {
     name: "ece_debiased",
@@ -55,7 +56,7 @@ signature_from_shape!(EceDebiased, SHAPE);
 impl EceDebiased {
     fn kernel(&self, _args: &AccumulatorArgs) -> Result<RowsKernel> {
         Ok(RowsKernel {
-            store: ValueStore::new("ece_debiased", 0, 1, None).sorted_on_emit(),
+            store: ValueStore::new("ece_debiased", 0, 1, None),
             finish: ece_debiased_of,
         })
     }
@@ -79,74 +80,86 @@ impl AggregateUDFImpl for EceDebiased {
     }
 }
 
-/// Calls `f(score, rows, positives)` at each distinct score of a group's rows, ascending:
-/// its sorted parts (its own rows and the sorted partial states it merged, read where they
-/// lie) swept in step.
-fn for_each_distinct(rows: &mut Rows, mut f: impl FnMut(f64, u64, u64)) {
-    let none = Tally::default();
-    let [negs, poss] = rows.sorted_parts();
-    sweep(
-        class_runs(&negs, &none),
-        class_runs(&poss, &none),
-        |v, _, n_eq, _, p_eq| f(v, n_eq + p_eq, p_eq),
-    );
+/// The scores of both classes in ascending order, merged as they are read (no copy).
+fn merged<'a>(neg: &'a [f64], pos: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        if j >= pos.len() || (i < neg.len() && neg[i] <= pos[j]) {
+            i += 1;
+            neg.get(i - 1).copied()
+        } else {
+            j += 1;
+            Some(pos[j - 1])
+        }
+    })
 }
 
-/// The debiased L2 calibration error of a group's rows; None without rows. Two sweeps over
-/// the sorted rows: the distinct scores and the order statistics the equal-mass edges need,
-/// then the bins' sums. Its memory is the rows the store holds (reported to the pool) and
+/// The debiased L2 calibration error of a group's rows; None without rows. Reads the sorted
+/// classes where they lie: its memory is the rows the store holds (reported to the pool) and
 /// the bins' edges.
 fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
     let n = rows.len();
     if n == 0 {
         return None;
     }
-    // The equal-mass rule's order statistics: ranks start(i) − 1 and start(i), i = 1..k.
-    let k = BINS.min(n);
-    let (q, r) = (n / k, n % k);
-    let start = |i: usize| i * q + i.min(r);
-    let ranks: Vec<usize> = (1..k).flat_map(|i| [start(i) - 1, start(i)]).collect();
-    let mut order_stats = Vec::with_capacity(ranks.len());
-    let (mut distinct, mut below) = (0usize, 0usize);
-    for_each_distinct(rows, |v, count, _| {
-        distinct += 1;
-        below += count as usize;
-        while order_stats.len() < ranks.len() && ranks[order_stats.len()] < below {
-            order_stats.push(v);
+    rows.sort();
+    let [neg, pos] = &rows.p;
+    let (neg, pos) = (neg.as_slice(), pos.as_slice());
+    let mut distinct = 0usize;
+    let mut last = f64::NAN;
+    for p in merged(neg, pos) {
+        if p != last {
+            distinct += 1;
+            last = p;
         }
-    });
-    let mut edges: Vec<f64> = if 4 * distinct < n {
+    }
+    let edges: Vec<f64> = if 4 * distinct < n {
         // Midpoints between consecutive distinct scores.
         let mut e = Vec::with_capacity(distinct);
         let mut previous: Option<f64> = None;
-        for_each_distinct(rows, |v, _, _| {
-            if let Some(q) = previous {
-                e.push((q + v) / 2.0);
+        for p in merged(neg, pos) {
+            match previous {
+                Some(q) if q == p => {}
+                Some(q) => {
+                    e.push((q + p) / 2.0);
+                    previous = Some(p);
+                }
+                None => previous = Some(p),
             }
-            previous = Some(v);
-        });
+        }
+        e.push(1.0);
         e
     } else {
-        order_stats
-            .chunks(2)
-            .map(|pair| (pair[0] + pair[1]) / 2.0)
-            .collect()
+        let k = BINS.min(n);
+        let (q, r) = (n / k, n % k);
+        let start = |i: usize| i * q + i.min(r);
+        let x = |i: usize| kth_of_two(neg, pos, i);
+        let mut e: Vec<f64> = (1..k)
+            .map(|i| (x(start(i) - 1) + x(start(i))) / 2.0)
+            .collect();
+        e.push(1.0);
+        e.sort_by(f64::total_cmp);
+        e.dedup();
+        e
     };
-    edges.push(1.0);
-    edges.sort_by(f64::total_cmp);
-    edges.dedup();
     // Per bin: count, Σp, Σy. A row goes to the number of edges strictly below its p.
     let mut bins = vec![(0.0f64, 0.0f64, 0.0f64); edges.len() + 1];
     let mut b = 0;
-    for_each_distinct(rows, |v, count, positives| {
-        while b < edges.len() && edges[b] < v {
+    for p in merged(neg, pos) {
+        while b < edges.len() && edges[b] < p {
             b += 1;
         }
-        let (count, positives) = (count as f64, positives as f64);
-        bins[b].0 += count;
-        bins[b].1 += v * count;
-        bins[b].2 += positives;
-    });
+        bins[b].0 += 1.0;
+        bins[b].1 += p;
+    }
+    // Labels per bin: walk the positives alone.
+    let mut b = 0;
+    for &p in pos {
+        while b < edges.len() && edges[b] < p {
+            b += 1;
+        }
+        bins[b].2 += 1.0;
+    }
     let total = n as f64;
     let t: f64 = bins
         .iter()
