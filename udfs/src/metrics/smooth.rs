@@ -6,9 +6,11 @@
 //! it then smooths both grids with a Gaussian kernel reflected at 0 and 1, interpolates them
 //! at E evaluation points and returns `Σ|r̂|·d̂ / Σd̂`. The grid sums are our state: they merge
 //! by addition. The grid size depends on the bandwidth σ, and the automatic bandwidth is only
-//! known at the end, so without `sigma` a group keeps the sums on all ten grid sizes the
-//! search can reach (332 KB); a group keeps its raw rows until they would take more room than
-//! that. See docs/SEMANTICS.md#smooth-ece for the algorithm step by step.
+//! known at the end, so without `sigma` a group's state is the sums on all ten grid sizes the
+//! search can reach (332 KB). A group keeps its raw rows until they would take more room than
+//! that, then sums them per cell between the grids' points ([`FineCells`]) and spreads those
+//! sums onto the grids when it hands on its state or computes its value.
+//! docs/smooth-and-debiased.md has the algorithm step by step.
 
 use std::ops::Range;
 use std::sync::Arc;
