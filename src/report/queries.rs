@@ -23,7 +23,10 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 
-use super::data::*;
+use super::data::{
+    Bin, Columns, Comparison, Day, FieldSegments, ModelData, Parameters, Query, ReportData,
+    Segment, Status, SCHEMA_VERSION,
+};
 use super::{status, ReportOptions};
 
 /// `logloss`'s default clipping constant, spelled out where a weight follows it.

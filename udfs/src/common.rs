@@ -193,6 +193,13 @@ pub(crate) fn documented(
     )
 }
 
+/// A function whose arguments a [`CallShape`] describes (its defaults included); `None` for
+/// one whose arguments no fixed list names (`multi_field_rce`'s variable number of fields),
+/// which so has no named arguments.
+pub(crate) trait Shaped {
+    fn call_shape(&self) -> Option<CallShape>;
+}
+
 /// The call shape of a function: its name, its required and optional arguments.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CallShape {

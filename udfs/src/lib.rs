@@ -62,7 +62,7 @@
 //!    - `with_states(MyMetric::new()),` registers `my_metric`, `my_metric_state` and
 //!      `my_metric_merge` (a kernel whose state is bounded);
 //!    - `aggregate(MyMetric::new()),` registers `my_metric` alone (its state grows with the
-//!      rows, or it is not a kernel); it then implements `registry::Shaped`
+//!      rows, or it is not a kernel); it then implements `common::Shaped`
 //!      (`fn call_shape(&self) -> Option<CallShape>`, `None` for a variable argument list);
 //!    - `scalar(MyScalar::new()),` for a scalar (`ScalarUDFImpl + Shaped`).
 //!

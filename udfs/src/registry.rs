@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, ScalarUDFImpl};
 
-use crate::common::CallShape;
+use crate::common::{CallShape, Shaped};
 use crate::fit::{FieldFit, Fit, Method};
 use crate::inference::bootstrap::{BootstrapEce, BootstrapKind};
 use crate::inference::calibration_slope::CalibrationSlope;
@@ -102,13 +102,6 @@ enum Function {
 /// An aggregate whose state is bounded, as the `_state` / `_merge` wrappers see it, and
 /// those two.
 type Twins = (Arc<dyn KernelAggregate>, [Arc<AggregateUDF>; 2]);
-
-/// A function whose arguments a [`CallShape`] describes (its defaults included); `None` for
-/// one whose arguments no fixed list names (`multi_field_rce`'s variable number of fields),
-/// which so has no named arguments.
-pub(crate) trait Shaped {
-    fn call_shape(&self) -> Option<CallShape>;
-}
 
 /// An aggregate with `_state` and `_merge` twins: a [`KernelAggregate`] whose state is
 /// bounded.

@@ -268,7 +268,7 @@ fn wilson_fields() -> Fields {
     ])
 }
 
-impl crate::registry::Shaped for CalibScalar {
+impl crate::common::Shaped for CalibScalar {
     fn call_shape(&self) -> Option<CallShape> {
         Some(self.shape())
     }

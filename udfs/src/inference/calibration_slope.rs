@@ -93,6 +93,7 @@ impl CalibrationSlope {
             "calibration_slope",
             weight_col(args.exprs, 2),
             (Method::Platt, EXACT_CAP),
+            evaluate,
         ))
     }
 }
@@ -255,7 +256,7 @@ fn recalibrate(st: &FitState) -> Option<[f64; 6]> {
 }
 
 /// The values of groups' states (None: no usable row, NULL).
-pub(super) fn evaluate(states: &[Option<&FitState>]) -> Result<ArrayRef> {
+fn evaluate(states: &[Option<&FitState>]) -> Result<ArrayRef> {
     let rows: Vec<Option<[Option<f64>; 7]>> = states
         .iter()
         .map(|st| {

@@ -578,7 +578,7 @@ impl Kernel for PairKernel {
     }
 }
 
-impl crate::registry::Shaped for AucTest {
+impl crate::common::Shaped for AucTest {
     fn call_shape(&self) -> Option<CallShape> {
         Some(TEST)
     }

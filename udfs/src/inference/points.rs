@@ -16,11 +16,15 @@ use crate::kernel::Filter;
 use crate::kernel::Kernel;
 use crate::labels::f64_labels;
 
+/// The value of groups from their states (`None`: a group without rows).
+pub(crate) type Finish = fn(&[Option<&FitState>]) -> Result<ArrayRef>;
+
 #[derive(Debug)]
 pub(crate) struct PointsKernel {
     func: &'static str,
     w_col: Option<usize>,
     inner: FitKernel,
+    finish: Finish,
 }
 
 impl PointsKernel {
@@ -28,10 +32,12 @@ impl PointsKernel {
         func: &'static str,
         w_col: Option<usize>,
         (grid, cap): (Method, usize),
+        finish: Finish,
     ) -> Self {
         Self {
             func,
             w_col,
+            finish,
             inner: FitKernel::for_field(
                 grid,
                 cap,
@@ -89,6 +95,6 @@ impl Kernel for PointsKernel {
             .iter()
             .map(|st| (st.rows > 0).then_some(st))
             .collect();
-        super::calibration_slope::evaluate(&states)
+        (self.finish)(&states)
     }
 }

@@ -87,7 +87,7 @@ macro_rules! rows_udaf {
             }
         }
 
-        impl $crate::registry::Shaped for $t {
+        impl $crate::common::Shaped for $t {
             fn call_shape(&self) -> Option<$crate::common::CallShape> {
                 Some($shape)
             }

@@ -70,7 +70,7 @@ impl Auc {
     }
 }
 
-impl crate::registry::Shaped for Auc {
+impl crate::common::Shaped for Auc {
     fn call_shape(&self) -> Option<CallShape> {
         Some(SHAPE)
     }

@@ -62,7 +62,7 @@ impl EceDebiased {
     }
 }
 
-impl crate::registry::Shaped for EceDebiased {
+impl crate::common::Shaped for EceDebiased {
     fn call_shape(&self) -> Option<CallShape> {
         Some(SHAPE)
     }

@@ -128,7 +128,7 @@ impl MultiFieldRce {
 }
 
 /// No fixed argument list (a variable number of fields), so no named arguments.
-impl crate::registry::Shaped for MultiFieldRce {
+impl crate::common::Shaped for MultiFieldRce {
     fn call_shape(&self) -> Option<crate::common::CallShape> {
         None
     }

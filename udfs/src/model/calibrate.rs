@@ -103,7 +103,7 @@ impl Calibrate {
 }
 
 /// `calibrate(score, model [, field])` has no argument with a default.
-impl crate::registry::Shaped for Calibrate {
+impl crate::common::Shaped for Calibrate {
     fn call_shape(&self) -> Option<crate::common::CallShape> {
         None
     }
