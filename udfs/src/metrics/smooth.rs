@@ -8,7 +8,7 @@
 //! by addition. The grid size depends on the bandwidth σ, and the automatic bandwidth is only
 //! known at the end, so without `sigma` a group's state is the sums on all ten grid sizes the
 //! search can reach (332 KB). A group keeps its raw rows until they would take more room than
-//! that, then sums them per cell between the grids' points ([`FineCells`]) and spreads those
+//! that, then sums them per cell between the grids' points (`FineCells`) and spreads those
 //! sums onto the grids when it hands on its state or computes its value.
 //! docs/smooth-and-debiased.md has the algorithm step by step.
 
