@@ -195,7 +195,13 @@ def test_a_cancel_request_stops_the_query(server):
 
 
 def test_a_query_over_the_memory_limit_fails_alone(binary, logs, tmp_path):
-    """--memory-limit is the server's: the hungry query fails, the others go on."""
+    """--memory-limit is the server's: the hungry query fails, the others go on.
+
+    The pool is shared, so a small query that asks for memory just when the hungry one holds
+    nearly all of it may be refused too (README: a query that needs more than what is left
+    fails); it fails the same clean way, 53200, and its session goes on. The hungry one must
+    fail every time, and the small ones must keep giving the right value around it.
+    """
     with serving(binary, logs, tmp_path, "--memory-limit", "32M") as port:
         expected = None
         stop = threading.Event()
@@ -226,8 +232,11 @@ def test_a_query_over_the_memory_limit_fails_alone(binary, logs, tmp_path):
             stop.set()
             for thread in others:
                 thread.join(STOP)
-        assert not failures, failures
+        assert all(f.sqlstate == "53200" and "Resources exhausted" in str(f) for f in failures), failures
+        assert len(failures) < len(results), (failures, len(results))
         assert results and all(r == expected for r in results)
+        with connect(port) as con:
+            assert con.execute("SELECT ece(p_model, click) FROM t").fetchone()[0] == expected
 
 
 #: The soak's length in seconds (CALIBSQL_SERVE_SOAK_SECONDS, default 60 as the issue asks).
