@@ -383,15 +383,25 @@ pub(crate) fn literal_f64(func: &str, arg: &str, v: &ScalarValue) -> Result<f64>
 }
 
 /// Largest number of bins a binned metric accepts.
-pub(crate) const MAX_BINS: i64 = 10_000;
+pub(crate) const MAX_BINS: usize = 10_000;
 
 /// `n_bins`: an integer in [1, 10000] (an integral float literal such as `15.0` is accepted).
 pub(crate) fn n_bins(func: &str, expr: &Arc<dyn PhysicalExpr>) -> Result<usize> {
-    let v = literal(func, "n_bins", expr)?;
-    let x = literal_f64(func, "n_bins", &v)?;
-    if x.fract() != 0.0 || !(1.0..=MAX_BINS as f64).contains(&x) {
-        return plan_err!("{func}: argument n_bins must be an integer in [1, {MAX_BINS}], got {v}");
-    }
+    literal_int_in(func, "n_bins", expr, 1, MAX_BINS)
+}
+
+/// A constant integer argument in `[lo, hi]`.
+pub(crate) fn literal_int_in(
+    func: &str,
+    arg: &str,
+    expr: &Arc<dyn PhysicalExpr>,
+    lo: usize,
+    hi: usize,
+) -> Result<usize> {
+    let rule = format!("an integer in [{lo}, {hi}]");
+    let x = literal_checked(func, arg, expr, &rule, |x| {
+        x.fract() == 0.0 && (lo as f64..=hi as f64).contains(&x)
+    })?;
     Ok(x as usize)
 }
 

@@ -233,14 +233,7 @@ fn n_knots(
     func: &str,
     expr: &Arc<dyn datafusion_physical_expr_common::physical_expr::PhysicalExpr>,
 ) -> Result<usize> {
-    let v = literal(func, "n_knots", expr)?;
-    let x = crate::common::literal_f64(func, "n_knots", &v)?;
-    if x.fract() != 0.0 || !(1.0..=MAX_KNOTS as f64).contains(&x) {
-        return plan_err!(
-            "{func}: argument n_knots must be an integer in [1, {MAX_KNOTS}], got {v}"
-        );
-    }
-    Ok(x as usize)
+    crate::common::literal_int_in(func, "n_knots", expr, 1, MAX_KNOTS)
 }
 
 /// One of the `fit_*` aggregates.

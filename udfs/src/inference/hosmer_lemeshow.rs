@@ -21,12 +21,12 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Fields};
-use datafusion_common::{plan_err, Result};
+use datafusion_common::Result;
 use datafusion_expr::function::AccumulatorArgs;
 use datafusion_macros::user_doc;
 
 use super::rows::{rows_udaf, RowsStructKernel};
-use crate::common::{args, literal, literal_f64, Arg, CallShape};
+use crate::common::{args, literal_int_in, Arg, CallShape};
 use crate::kernel::{kernel_aggregate, signature_from_shape};
 use crate::metrics::auc::AucKernel;
 use crate::stats::chi_square_sf;
@@ -90,16 +90,7 @@ impl HosmerLemeshow {
     fn kernel(&self, args: &AccumulatorArgs) -> Result<RowsStructKernel<3>> {
         let func = SHAPE.name;
         let groups = match args.exprs.get(2) {
-            Some(e) => {
-                let v = literal(func, "n_groups", e)?;
-                let x = literal_f64(func, "n_groups", &v)?;
-                if x.fract() != 0.0 || !(3.0..=MAX_HL_GROUPS as f64).contains(&x) {
-                    return plan_err!(
-                        "{func}: argument n_groups must be an integer in [3, {MAX_HL_GROUPS}], got {v}"
-                    );
-                }
-                x as usize
-            }
+            Some(e) => literal_int_in(func, "n_groups", e, 3, MAX_HL_GROUPS)?,
             None => DEFAULT_HL_GROUPS,
         };
         Ok(RowsStructKernel {

@@ -17,14 +17,14 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, FieldRef, Int64Type};
-use datafusion_common::{internal_err, plan_err, Result};
+use datafusion_common::{internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
     args, check_p, check_y, f64_list_state_fields, f64s, fixed_lists, for_each_row, list_parts,
-    literal, literal_f64, usable_rows, Arg, CallShape,
+    usable_rows, Arg, CallShape,
 };
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
@@ -85,16 +85,7 @@ impl Mvce {
             None => DEFAULT_MVCE_BINS,
         };
         let rounds = match args.exprs.get(4) {
-            Some(e) => {
-                let v = literal("mvce", "rounds", e)?;
-                let x = literal_f64("mvce", "rounds", &v)?;
-                if x.fract() != 0.0 || !(1.0..=MAX_MVCE_ROUNDS as f64).contains(&x) {
-                    return plan_err!(
-                        "mvce: argument rounds must be an integer in [1, {MAX_MVCE_ROUNDS}], got {v}"
-                    );
-                }
-                x as usize
-            }
+            Some(e) => crate::common::literal_int_in("mvce", "rounds", e, 1, MAX_MVCE_ROUNDS)?,
             None => DEFAULT_MVCE_ROUNDS,
         };
         Ok(MvceKernel {

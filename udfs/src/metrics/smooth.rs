@@ -160,7 +160,10 @@ struct FineCells {
     /// Per cell and grid size (cell-major): the grid cell b it lies in, and
     /// `start·(G − 1) − b`, the fraction its start sits past point b.
     coarse: Vec<(u32, f64)>,
+    /// The grid sizes, ascending.
     sizes: Vec<usize>,
+    /// The points of all grids together: the length of the concatenated grids.
+    points: usize,
 }
 
 /// Slots of [`FineCells::lookup`].
@@ -197,6 +200,7 @@ impl FineCells {
             lookup,
             coarse,
             sizes: sizes.to_vec(),
+            points: sizes.iter().sum(),
         }
     }
 
@@ -277,8 +281,7 @@ impl GroupState {
 #[derive(Debug)]
 struct SmoothKernel {
     sigma: Option<f64>,
-    sizes: Vec<usize>,
-    cells: usize,
+    /// The grids and their cells, shared by every copy of the kernel.
     fine: Arc<FineCells>,
     groups: Vec<GroupState>,
     bytes: usize,
@@ -286,12 +289,9 @@ struct SmoothKernel {
 
 impl SmoothKernel {
     fn new(sigma: Option<f64>, sizes: Vec<usize>) -> Self {
-        let cells = sizes.iter().sum();
         Self {
             sigma,
             fine: Arc::new(FineCells::new(&sizes)),
-            sizes,
-            cells,
             groups: vec![],
             bytes: 0,
         }
@@ -299,7 +299,7 @@ impl SmoothKernel {
 
     /// A group keeps raw rows (16 bytes each) until they would outgrow its grids.
     fn raw_limit(&self) -> usize {
-        self.cells
+        self.fine.points
     }
 
     fn add_row(&mut self, g: usize, p: f64, y: f64) {
@@ -314,7 +314,6 @@ impl SmoothKernel {
                 for (p, y) in std::mem::take(&mut st.rows) {
                     self.fine.add(&mut st.fine, p, y);
                 }
-                st.rows = vec![];
             }
             self.bytes = self.bytes + st.bytes() - before;
             return;
@@ -325,14 +324,14 @@ impl SmoothKernel {
     /// A group's grids: its merged grids plus its cell sums (or its rows) spread onto them.
     fn grids(&self, st: &GroupState) -> (Vec<f64>, Vec<f64>) {
         let (mut residual, mut count) = if st.residual.is_empty() {
-            (vec![0.0; self.cells], vec![0.0; self.cells])
+            (vec![0.0; self.fine.points], vec![0.0; self.fine.points])
         } else {
             (st.residual.clone(), st.count.clone())
         };
         self.fine.spread(&st.fine, &mut residual, &mut count);
         for &(p, y) in &st.rows {
             let mut start = 0;
-            for &size in &self.sizes {
+            for &size in &self.fine.sizes {
                 splat(
                     &mut residual[start..start + size],
                     &mut count[start..start + size],
@@ -352,7 +351,7 @@ impl SmoothKernel {
         }
         let (residual, count) = self.grids(st);
         let grid = |size: usize| -> (&[f64], &[f64]) {
-            let start: usize = self.sizes.iter().take_while(|&&s| s != size).sum();
+            let start: usize = self.fine.sizes.iter().take_while(|&&s| s != size).sum();
             (&residual[start..start + size], &count[start..start + size])
         };
         let at = |sigma: f64| {
@@ -467,8 +466,6 @@ impl Kernel for SmoothKernel {
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             sigma: self.sigma,
-            sizes: self.sizes.clone(),
-            cells: self.cells,
             fine: Arc::clone(&self.fine),
             groups: vec![],
             bytes: 0,
@@ -503,7 +500,7 @@ impl Kernel for SmoothKernel {
             let grid = o_r[r] as usize..o_r[r + 1] as usize;
             if o_y[r + 1] - o_y[r] != o_p[r + 1] - o_p[r]
                 || o_c[r + 1] - o_c[r] != o_r[r + 1] - o_r[r]
-                || !(grid.is_empty() || grid.len() == self.cells)
+                || !(grid.is_empty() || grid.len() == self.fine.points)
             {
                 return internal_err!("smooth_ece: malformed partial state");
             }
@@ -511,7 +508,7 @@ impl Kernel for SmoothKernel {
                 self.add_row(g, rows_p[k], rows_y[o_y[r] as usize + k - o_p[r] as usize]);
             }
             if !grid.is_empty() {
-                let cells = self.cells;
+                let cells = self.fine.points;
                 let st = &mut self.groups[g];
                 if st.residual.is_empty() {
                     let before = st.bytes();
@@ -585,6 +582,50 @@ impl Kernel for SmoothKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cell sums spread onto the ten grids give relplot's splat of every row (which the
+    /// slt tests check against relplot itself), for rows on the grids' points, at 0 and 1, and
+    /// spread over [0, 1]: to 1e-10 relative, since a row on a point may be split from the
+    /// point's other side, off by up to (G − 1) ulps of its share (a wrong cell or formula
+    /// would be off by whole shares). This compares two ways of this code with each other.
+    #[test]
+    fn cell_sums_spread_as_each_row_splatted() {
+        let fine = FineCells::new(&search_grid_sizes());
+        let mut rows: Vec<(f64, f64)> = vec![(0.0, 0.0), (1.0, 1.0), (0.5, 1.0), (1.0, 0.0)];
+        for g in search_grid_sizes() {
+            rows.extend(
+                (0..g)
+                    .step_by(97)
+                    .map(|k| (k as f64 / (g - 1) as f64, (k % 2) as f64)),
+            );
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            rows.push(((x >> 11) as f64 / (1u64 << 53) as f64, (x & 1) as f64));
+        }
+        let mut sums = vec![[0.0; 4]; fine.len()];
+        let (mut residual, mut count) = (vec![0.0; fine.points], vec![0.0; fine.points]);
+        for &(p, y) in &rows {
+            fine.add(&mut sums, p, y);
+            let mut start = 0;
+            for &size in &fine.sizes {
+                let span = start..start + size;
+                splat(&mut residual[span.clone()], &mut count[span], p, y);
+                start += size;
+            }
+        }
+        let (mut r, mut c) = (vec![0.0; fine.points], vec![0.0; fine.points]);
+        fine.spread(&sums, &mut r, &mut c);
+        for (got, want) in r.iter().zip(&residual).chain(c.iter().zip(&count)) {
+            assert!(
+                (got - want).abs() <= 1e-10 * want.abs().max(1.0),
+                "{got} against {want}"
+            );
+        }
+    }
 
     #[test]
     fn the_search_reaches_ten_grid_sizes() {
