@@ -241,7 +241,17 @@ impl Kernel for FieldFitKernel {
         Ok(out)
     }
 
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.inner.sort_appended(0..self.inner.num_groups());
+        self.state(range)
+    }
+
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        for keys in &self.keys[range.clone()] {
+            for &(_, i) in &keys.order {
+                self.inner.sort_appended(i..i + 1);
+            }
+        }
         let models: Vec<Option<Model>> = range.map(|g| self.finish(g)).collect();
         crate::model::models_to_array(&models)
     }

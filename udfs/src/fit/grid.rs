@@ -439,7 +439,7 @@ mod tests {
     }
 
     fn state_of(bits: u32, rows: &[(f64, f64)]) -> FitState {
-        let mut st = FitState::new(0, bits);
+        let mut st = FitState::new(0, bits, false);
         st.switch_to_grid();
         for &(s, t) in rows {
             st.add_point(s, 1.0, t);

@@ -1,5 +1,6 @@
 //! The fitting aggregates' kernel: rows into per-group states, states merged, models out.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use crate::model::Model;
 
 use super::calibrator::Settings;
 use super::grid::{finite_range, ips_target, Entry};
-use super::state::FitState;
+use super::state::{FitState, Point};
 use super::{Method, EXACT_CAP};
 
 #[derive(Debug)]
@@ -75,6 +76,7 @@ impl FitKernel {
         // Once (the capacity is past the cap after it), and not for the non-parametric fits'
         // cap of millions of scores.
         if !st.is_grid()
+            && st.appended.is_none()
             && st.cap <= EXACT_CAP
             && st.points.capacity() <= st.cap
             && s.len() >= FAST_RESERVE_ROWS
@@ -126,11 +128,32 @@ impl FitKernel {
         }
     }
 
+    /// Whether the states append rows and sort them rather than hash them: the fits that
+    /// keep millions of distinct scores (see `FitState`).
+    fn keeps_rows(&self) -> bool {
+        self.method.cap_is_a_setting()
+    }
+
+    fn new_state(&self) -> FitState {
+        FitState::new(self.cap, self.method.grid_bits(), self.keeps_rows())
+    }
+
+    /// Sorts the appended rows of the groups in `range` into their points (or the grid), so
+    /// that each is read as it will stay (see [`FitState::sort_appended`]).
+    pub(crate) fn sort_appended(&mut self, range: Range<usize>) {
+        for st in &mut self.groups[range] {
+            let before = st.len_bytes();
+            st.sort_appended();
+            self.bytes = self.bytes + st.len_bytes() - before;
+        }
+    }
+
     /// Empties inner group `g` (its memory returned to the pool's count).
     pub(super) fn clear_group(&mut self, g: usize) {
+        let fresh = self.new_state();
         if let Some(st) = self.groups.get_mut(g) {
             self.bytes -= st.len_bytes();
-            *st = FitState::new(self.cap, self.method.grid_bits());
+            *st = fresh;
             self.bytes += st.len_bytes();
         }
     }
@@ -151,8 +174,9 @@ impl Kernel for FitKernel {
 
     fn resize(&mut self, n: usize) {
         if self.groups.len() < n {
-            let (cap, bits) = (self.cap, self.method.grid_bits());
-            self.groups.resize_with(n, || FitState::new(cap, bits));
+            let (cap, bits, keeps_rows) = (self.cap, self.method.grid_bits(), self.keeps_rows());
+            self.groups
+                .resize_with(n, || FitState::new(cap, bits, keeps_rows));
         }
     }
 
@@ -244,23 +268,23 @@ impl Kernel for FitKernel {
             if incoming_grid && !st.is_grid() {
                 st.switch_to_grid();
             }
-            for j in start..end {
-                let (lo, n, t) = (cols[0].1[j], cols[1].1[j], cols[2].1[j]);
-                if incoming_grid {
+            if incoming_grid {
+                for j in start..end {
                     let k = grid_start + (j - start);
                     let e = Entry {
-                        lo,
-                        n,
-                        t,
+                        lo: cols[0].1[j],
+                        n: cols[1].1[j],
+                        t: cols[2].1[j],
                         nd: cols[3].1[k],
                         nd2: cols[4].1[k],
                         td: cols[5].1[k],
                         td2: cols[6].1[k],
                     };
                     st.add_cell(keys[k], &e)?;
-                } else {
-                    st.add_point(lo, n, t);
                 }
+            } else {
+                let points = |c: usize| &cols[c].1[start..end];
+                st.add_sorted_points(points(0), points(1), points(2));
             }
             st.rows += rows.value(r);
             st.observe_range(s_min.value(r), s_max.value(r));
@@ -274,30 +298,37 @@ impl Kernel for FitKernel {
     /// empty: 24 bytes a point instead of 64).
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         let sts = &self.groups[range];
-        let entries: Vec<Vec<(i64, Entry)>> = sts.iter().map(FitState::keyed_entries).collect();
-        let offsets = OffsetBuffer::from_lengths(entries.iter().map(Vec::len));
-        let grid_offsets = OffsetBuffer::from_lengths(sts.iter().zip(&entries).map(|(st, e)| {
-            if st.is_grid() {
-                e.len()
-            } else {
-                0
-            }
-        }));
-        let grid_entries = || {
-            sts.iter()
-                .zip(&entries)
-                .filter(|(st, _)| st.is_grid())
-                .flat_map(|(_, e)| e)
-        };
-        let keys: Vec<i64> = grid_entries().map(|(k, _)| *k).collect();
-        let field = |f: fn(&Entry) -> f64| -> ArrayRef {
-            let v: Float64Array = entries.iter().flatten().map(|(_, e)| f(e)).collect();
+        let exact: Vec<Cow<'_, [Point]>> = sts
+            .iter()
+            .map(|st| match st.is_grid() {
+                true => Cow::Borrowed(&[][..]),
+                false => st.exact_points(),
+            })
+            .collect();
+        let cells: Vec<Vec<(i64, Entry)>> = sts
+            .iter()
+            .map(|st| match st.is_grid() {
+                true => st.keyed_entries(),
+                false => vec![],
+            })
+            .collect();
+        let offsets =
+            OffsetBuffer::from_lengths(exact.iter().zip(&cells).map(|(p, c)| p.len() + c.len()));
+        let grid_offsets = OffsetBuffer::from_lengths(cells.iter().map(Vec::len));
+        // Per group, its points or its cells (one of the two is empty).
+        let field = |point: fn(&Point) -> f64, cell: fn(&Entry) -> f64| -> ArrayRef {
+            let v: Float64Array = exact
+                .iter()
+                .zip(&cells)
+                .flat_map(|(p, c)| p.iter().map(point).chain(c.iter().map(|(_, e)| cell(e))))
+                .collect();
             list_array(offsets.clone(), Arc::new(v))
         };
         let moment = |f: fn(&Entry) -> f64| -> ArrayRef {
-            let v: Float64Array = grid_entries().map(|(_, e)| f(e)).collect();
+            let v: Float64Array = cells.iter().flatten().map(|(_, e)| f(e)).collect();
             list_array(grid_offsets.clone(), Arc::new(v))
         };
+        let keys: Vec<i64> = cells.iter().flatten().map(|(k, _)| *k).collect();
         Ok(vec![
             Arc::new(BooleanArray::from(
                 sts.iter().map(|s| s.is_grid()).collect::<Vec<_>>(),
@@ -312,9 +343,9 @@ impl Kernel for FitKernel {
                 sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
             )),
             list_array(grid_offsets.clone(), Arc::new(Int64Array::from(keys))),
-            field(|e| e.lo),
-            field(|e| e.n),
-            field(|e| e.t),
+            field(|p| p.s, |e| e.lo),
+            field(|p| p.n, |e| e.n),
+            field(|p| p.t, |e| e.t),
             moment(|e| e.nd),
             moment(|e| e.nd2),
             moment(|e| e.td),
@@ -322,7 +353,13 @@ impl Kernel for FitKernel {
         ])
     }
 
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.sort_appended(range.clone());
+        self.state(range)
+    }
+
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        self.sort_appended(range.clone());
         let models: Vec<Option<Model>> = self.groups[range]
             .iter()
             .map(|st| self.finish(st))

@@ -1,10 +1,28 @@
 //! A fit's per-group state: the distinct scores with their sums (exact), or the grid.
+//!
+//! The exact mode holds its points one of two ways. The parametric fits (a cap of 65,536)
+//! hash each row into its point. The fits that keep millions of distinct scores (the
+//! non-parametric ones, [`super::NONPARAMETRIC_EXACT_CAP`]) append rows as they come
+//! ([`Appended`]: 8 bytes a row whose target is 0 or 1) and sort them into their ascending
+//! points only when the appended rows outnumber the points, or the state is read: hashing
+//! each row into a table of millions of entries is a cache miss a row, and sorting is not.
+
+use std::borrow::Cow;
 
 use datafusion_common::{internal_err, Result};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
 use super::grid::{Entry, Grid};
+use crate::values::sort_f64;
+
+/// A state that keeps rows sorts its appended rows into its points when they are this many
+/// times its points (or [`MIN_APPENDED`], if more): each row is merged about 1.25 times
+/// over the state's life, and rows that repeat a few scores are collapsed before they take
+/// more room than the points would.
+const APPENDED_PER_POINT: usize = 4;
+/// See [`APPENDED_PER_POINT`].
+const MIN_APPENDED: usize = 4096;
 
 /// One distinct score of an exact-mode state and its sums.
 #[derive(Debug, Clone, Copy)]
@@ -14,13 +32,102 @@ pub(super) struct Point {
     pub(super) t: f64,
 }
 
+/// Rows appended to an exact state that keeps rows, not yet sorted into its points.
+#[derive(Debug, Default)]
+pub(super) struct Appended {
+    /// Scores of single rows with target 0, and with target 1.
+    class: [Vec<f64>; 2],
+    /// Every other (score, Σ1, Σt): rows with an IPS target, points of merged states.
+    other: Vec<Point>,
+}
+
+impl Appended {
+    fn len(&self) -> usize {
+        self.class[0].len() + self.class[1].len() + self.other.len()
+    }
+
+    fn bytes(&self) -> usize {
+        (self.class[0].capacity() + self.class[1].capacity()) * size_of::<f64>()
+            + self.other.capacity() * size_of::<Point>()
+    }
+
+    #[inline]
+    fn push(&mut self, s: f64, n: f64, t: f64) {
+        if n == 1.0 && (t == 0.0 || t == 1.0) {
+            self.class[(t == 1.0) as usize].push(s);
+        } else {
+            self.other.push(Point { s, n, t });
+        }
+    }
+
+    fn sort(&mut self) {
+        sort_f64(&mut self.class[0]);
+        sort_f64(&mut self.class[1]);
+        // Stable: the merged states' points come as ascending runs, which it merges as they
+        // are rather than sorting them again.
+        self.other.sort_by(|a, b| a.s.total_cmp(&b.s));
+    }
+
+    fn clear(&mut self) {
+        self.class[0].clear();
+        self.class[1].clear();
+        self.other.clear();
+    }
+}
+
+/// Calls `out` with one point per distinct score of `points` (ascending, distinct) and of
+/// the sorted appended rows `a`, in ascending order, their sums added.
+fn merge_sorted(points: &[Point], a: &Appended, mut out: impl FnMut(Point)) {
+    // Scores are finite, so infinity marks a source read to its end.
+    const END: f64 = f64::INFINITY;
+    let [neg, pos] = &a.class;
+    let other = &a.other;
+    let (mut i, mut j, mut k, mut l) = (0, 0, 0, 0);
+    loop {
+        let s = points
+            .get(i)
+            .map_or(END, |p| p.s)
+            .min(neg.get(j).copied().unwrap_or(END))
+            .min(pos.get(k).copied().unwrap_or(END))
+            .min(other.get(l).map_or(END, |p| p.s));
+        if s == END {
+            return;
+        }
+        let mut p = Point { s, n: 0.0, t: 0.0 };
+        while let Some(q) = points.get(i).filter(|q| q.s == s) {
+            p.n += q.n;
+            p.t += q.t;
+            i += 1;
+        }
+        while neg.get(j) == Some(&s) {
+            p.n += 1.0;
+            j += 1;
+        }
+        while pos.get(k) == Some(&s) {
+            p.n += 1.0;
+            p.t += 1.0;
+            k += 1;
+        }
+        while let Some(q) = other.get(l).filter(|q| q.s == s) {
+            p.n += q.n;
+            p.t += q.t;
+            l += 1;
+        }
+        out(p);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct FitState {
-    /// Exact mode: one point per distinct score, found through `index` (positions in
-    /// `points`, hashed by the score's bits) — about 30 bytes a score, since per-group fits
-    /// (`GROUP BY advertiser`) can hold many groups in exact mode at once.
+    /// Exact mode: one point per distinct score. Hashed, they are found through `index`
+    /// (positions in `points`, hashed by the score's bits) — about 30 bytes a score, since
+    /// per-group fits (`GROUP BY advertiser`) can hold many groups in exact mode at once.
+    /// In a state that keeps rows, `index` stays empty and `points` are ascending.
     pub(super) index: HashTable<u32>,
     pub(super) points: Vec<Point>,
+    /// A state that keeps rows: the rows appended since its points were last sorted
+    /// (`None` for a hashed state, and in grid mode).
+    pub(super) appended: Option<Box<Appended>>,
     pub(super) hasher: DefaultHashBuilder,
     /// Distinct scores kept exactly before the grid (see `Method::exact_cap`).
     pub(super) cap: usize,
@@ -35,13 +142,15 @@ pub(crate) struct FitState {
 
 impl FitState {
     /// An empty state that keeps up to `cap` distinct scores exactly, then switches to a
-    /// grid of 2^`grid_bits` cells per power of two.
-    pub(super) fn new(cap: usize, grid_bits: u32) -> Self {
+    /// grid of 2^`grid_bits` cells per power of two; `keeps_rows`: appended and sorted
+    /// rather than hashed (see the module documentation).
+    pub(super) fn new(cap: usize, grid_bits: u32, keeps_rows: bool) -> Self {
         Self {
             cap,
             grid_bits,
             index: HashTable::new(),
             points: vec![],
+            appended: keeps_rows.then(Box::default),
             hasher: DefaultHashBuilder::default(),
             grid: None,
             rows: 0,
@@ -75,6 +184,11 @@ impl FitState {
             return;
         }
         let s = if s == 0.0 { 0.0 } else { s }; // -0.0 and 0.0 are one score
+        if let Some(a) = &mut self.appended {
+            a.push(s, n, t);
+            self.sort_appended_if_due();
+            return;
+        }
         let bits = s.to_bits();
         let hash = self.hasher.hash_one(bits);
         let points = &mut self.points;
@@ -116,13 +230,97 @@ impl FitState {
         Ok(())
     }
 
-    /// Switches from exact points to the grid.
+    /// Sorts the appended rows into the points of a state that keeps rows, or, when that
+    /// makes more than `cap` distinct scores, switches to the grid. Called when the appended
+    /// rows outnumber the points, and before the state is read.
+    pub(crate) fn sort_appended(&mut self) {
+        let Some(a) = &mut self.appended else {
+            return;
+        };
+        if a.len() == 0 {
+            return;
+        }
+        a.sort();
+        // Counted first when the points may pass the cap, so that a state about to switch
+        // to the grid does not first build the list it would drop.
+        if self.points.len() + a.len() > self.cap {
+            let mut distinct = 0;
+            merge_sorted(&self.points, a, |_| distinct += 1);
+            if distinct > self.cap {
+                self.switch_to_grid();
+                return;
+            }
+        }
+        let mut merged = Vec::with_capacity(self.points.len() + a.len());
+        merge_sorted(&self.points, a, |p| merged.push(p));
+        a.clear();
+        self.points = merged;
+    }
+
+    /// Sorts the appended rows in once they are [`APPENDED_PER_POINT`] times the points.
+    #[inline]
+    fn sort_appended_if_due(&mut self) {
+        if let Some(a) = &self.appended {
+            if a.len() >= (APPENDED_PER_POINT * self.points.len()).max(MIN_APPENDED) {
+                self.sort_appended();
+            }
+        }
+    }
+
+    /// Adds a merged state's exact points (ascending, one per score) to a state that keeps
+    /// rows: appended as one run, which the sort finds and merges as it is.
+    pub(super) fn add_sorted_points(&mut self, s: &[f64], n: &[f64], t: &[f64]) {
+        if let Some(a) = &mut self.appended {
+            a.other.extend((0..s.len()).map(|i| Point {
+                s: s[i],
+                n: n[i],
+                t: t[i],
+            }));
+            self.sort_appended_if_due();
+        } else {
+            for i in 0..s.len() {
+                self.add_point(s[i], n[i], t[i]);
+            }
+        }
+    }
+
+    /// Switches from exact points (and appended rows) to the grid.
     pub(super) fn switch_to_grid(&mut self) {
         let old = std::mem::take(&mut self.points);
+        let appended = self.appended.take();
         self.index = HashTable::new();
-        self.grid = Some(Box::new(Grid::new(self.grid_bits)));
+        let mut grid = Box::new(Grid::new(self.grid_bits));
         for p in old {
-            self.add_point(p.s, p.n, p.t);
+            grid.add(p.s, p.n, p.t);
+        }
+        if let Some(a) = appended {
+            for (c, scores) in a.class.iter().enumerate() {
+                for &s in scores {
+                    grid.add(s, 1.0, c as f64);
+                }
+            }
+            for p in &a.other {
+                grid.add(p.s, p.n, p.t);
+            }
+        }
+        self.grid = Some(grid);
+    }
+
+    /// The exact points: ascending in a state that keeps rows (the appended rows sorted in,
+    /// on a copy, when there are any), in arrival order in a hashed one.
+    pub(super) fn exact_points(&self) -> Cow<'_, [Point]> {
+        match &self.appended {
+            Some(a) if a.len() > 0 => {
+                let mut a = Appended {
+                    class: a.class.clone(),
+                    other: a.other.clone(),
+                };
+                a.sort();
+                let mut merged = Vec::with_capacity(self.points.len() + a.len());
+                merge_sorted(&self.points, &a, |p| merged.push(p));
+                Cow::Owned(merged)
+            }
+            _ => Cow::Borrowed(&self.points),
         }
     }
 
@@ -131,7 +329,7 @@ impl FitState {
     pub(super) fn keyed_entries(&self) -> Vec<(i64, Entry)> {
         match &self.grid {
             None => self
-                .points
+                .exact_points()
                 .iter()
                 .map(|p| {
                     let e = Entry {
@@ -156,6 +354,7 @@ impl FitState {
     pub(crate) fn len_bytes(&self) -> usize {
         self.points.capacity() * size_of::<Point>()
             + self.index.allocation_size()
+            + self.appended.as_ref().map_or(0, |a| a.bytes())
             + self.grid.as_ref().map_or(0, |g| g.bytes())
     }
 
@@ -167,17 +366,24 @@ impl FitState {
 
     /// The points (score, Σ1, Σt) in score order: exact scores, or each cell's mean.
     pub(crate) fn sorted_points(&self) -> Vec<(f64, f64, f64)> {
-        let grid = self.is_grid();
+        if !self.is_grid() {
+            let mut pts: Vec<(f64, f64, f64)> = self
+                .exact_points()
+                .iter()
+                .filter(|p| p.n > 0.0)
+                .map(|p| (p.s, p.n, p.t))
+                .collect();
+            if self.appended.is_none() {
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+            return pts;
+        }
         let mut pts: Vec<(f64, f64, f64)> = self
             .keyed_entries()
             .into_iter()
             .filter(|(_, e)| e.n > 0.0)
             .map(|(_, e)| {
-                let s = if grid {
-                    (e.lo + e.nd / e.n).clamp(self.s_min, self.s_max)
-                } else {
-                    e.lo
-                };
+                let s = (e.lo + e.nd / e.n).clamp(self.s_min, self.s_max);
                 (s, e.n, e.t)
             })
             .collect();
