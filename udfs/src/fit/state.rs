@@ -421,3 +421,108 @@ impl FitState {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fit::grid::FINE_BITS;
+
+    /// Rows (score, n, t): 60,000 of them, a third repeating 50 scores, the rest distinct
+    /// (±0.0 among them), targets 0 and 1 and, every seventh row, an IPS target.
+    fn rows() -> Vec<(f64, f64, f64)> {
+        (0..60_000u64)
+            .map(|i| {
+                let u = ((i * 7919) % 60_013) as f64 / 60_013.0;
+                let s = match i % 3 {
+                    0 => (i % 50) as f64 * 0.125 - 3.0,
+                    _ if i % 1000 == 1 => -0.0,
+                    _ => (u / (1.0 - u + 1e-9)).ln(),
+                };
+                let y = ((i * 31) % 7 < 3) as u8 as f64;
+                let t = if i % 7 == 0 { y / (0.2 + u) } else { y };
+                (s, 1.0, t)
+            })
+            .collect()
+    }
+
+    /// The appended state (its rows added one by one, and as three partial states merged as
+    /// sorted runs) against the hashed state, which is the code the fits used before: the
+    /// same points, counts exactly and targets to 1e-12 (float sums in another order). This
+    /// compares two representations in this crate with each other; the fits' values are
+    /// checked against scikit-learn, numpy and netcal in tests/fits.
+    #[test]
+    fn appended_rows_sort_into_the_hashed_points() {
+        let rows = rows();
+        let cap = 1_000_000;
+        let mut hashed = FitState::new(cap, FINE_BITS, false);
+        let mut appended = FitState::new(cap, FINE_BITS, true);
+        for &(s, n, t) in &rows {
+            hashed.add_point(s, n, t);
+            appended.add_point(s, n, t);
+        }
+        appended.sort_appended();
+        let mut merged = FitState::new(cap, FINE_BITS, true);
+        for part in rows.chunks(25_000) {
+            let mut st = FitState::new(cap, FINE_BITS, true);
+            for &(s, n, t) in part {
+                st.add_point(s, n, t);
+            }
+            st.sort_appended();
+            let p = st.exact_points();
+            let col = |f: fn(&Point) -> f64| p.iter().map(f).collect::<Vec<_>>();
+            merged.add_sorted_points(&col(|p| p.s), &col(|p| p.n), &col(|p| p.t));
+        }
+        merged.sort_appended();
+        let want = hashed.sorted_points();
+        assert!(want.len() > 30_000, "mostly distinct: {}", want.len());
+        for got in [appended.sorted_points(), merged.sorted_points()] {
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!((g.0.to_bits(), g.1), (w.0.to_bits(), w.1), "{g:?} {w:?}");
+                assert!(!((g.2 - w.2).abs() > 1e-12 * w.2.abs()), "{g:?} {w:?}");
+            }
+        }
+        assert!(
+            appended.len_bytes() < hashed.len_bytes(),
+            "{} {}",
+            appended.len_bytes(),
+            hashed.len_bytes()
+        );
+    }
+
+    /// Past the cap, an appended state switches to the grid at the same count of distinct
+    /// scores as a hashed one, whether it sees its rows one by one or sorted in at once.
+    #[test]
+    fn appended_rows_switch_to_the_grid_past_the_cap() {
+        let rows = rows();
+        for cap in [100, 30_000] {
+            let mut hashed = FitState::new(cap, FINE_BITS, false);
+            let mut appended = FitState::new(cap, FINE_BITS, true);
+            for &(s, n, t) in &rows {
+                for st in [&mut hashed, &mut appended] {
+                    st.add_point(s, n, t);
+                    st.observe_range(s, s);
+                }
+            }
+            appended.sort_appended();
+            assert!(hashed.is_grid() && appended.is_grid(), "cap {cap}");
+            let (a, b) = (hashed.sorted_points(), appended.sorted_points());
+            assert_eq!(a.len(), b.len(), "cap {cap}");
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(x.1, y.1, "cap {cap}");
+                assert!(
+                    !((x.0 - y.0).abs() > 1e-12 * x.0.abs().max(1.0)),
+                    "{x:?} {y:?}"
+                );
+                assert!(!((x.2 - y.2).abs() > 1e-12 * x.2.abs()), "{x:?} {y:?}");
+            }
+        }
+        // Below the cap it stays exact, however the rows came.
+        let mut st = FitState::new(rows.len(), FINE_BITS, true);
+        for &(s, n, t) in &rows {
+            st.add_point(s, n, t);
+        }
+        st.sort_appended();
+        assert!(!st.is_grid());
+    }
+}
