@@ -14,9 +14,6 @@
 // Dense matrices read best with index loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::active_set::softplus;
-use crate::scalars::sigmoid;
-
 const MAX_ITERATIONS: i32 = 500;
 
 /// The knots `a_k = ln(p / (1 − p))`, `p = k / (K + 1)`, k = 1..K.
@@ -197,9 +194,169 @@ pub(crate) struct OrderedFit {
     pub converged: bool,
 }
 
+/// Nodes a chunk of a pass over the nodes holds at least (it ends where a field value does).
+const CHUNK_NODES: usize = 1 << 16;
+
+/// The sums of a pass over the nodes at (b, g): the data term and its derivatives.
+struct Sums {
+    /// `Σ a·softplus(e) − t·e`, e = η + g_z.
+    value: f64,
+    /// Gradient, Hessian diagonal and superdiagonal in b.
+    gb: Vec<f64>,
+    diag: Vec<f64>,
+    off: Vec<f64>,
+    /// Gradient and Hessian diagonal in g, of the data term: for the field values from
+    /// `z0` on (a chunk's) or all of them.
+    z0: usize,
+    gg: Vec<f64>,
+    dz: Vec<f64>,
+    /// ∂²/∂b_k∂g_z, at `[(z − z0)·kn + k]`.
+    cb: Vec<f64>,
+}
+
+impl Sums {
+    fn new(kn: usize, z0: usize, zs: usize) -> Self {
+        Sums {
+            value: 0.0,
+            gb: vec![0.0; kn],
+            diag: vec![0.0; kn],
+            off: vec![0.0; kn.saturating_sub(1)],
+            z0,
+            gg: vec![0.0; zs],
+            dz: vec![0.0; zs],
+            cb: vec![0.0; zs * kn],
+        }
+    }
+
+    /// Adds a chunk's sums (chunks are added in node order, so the sums do not depend on
+    /// the threads).
+    fn add(&mut self, c: &Sums) {
+        self.value += c.value;
+        for (v, w) in [
+            (&mut self.gb, &c.gb),
+            (&mut self.diag, &c.diag),
+            (&mut self.off, &c.off),
+        ] {
+            v.iter_mut().zip(w).for_each(|(a, b)| *a += b);
+        }
+        let kn = self.gb.len();
+        let z = c.z0 - self.z0;
+        self.gg[z..z + c.gg.len()].copy_from_slice(&c.gg);
+        self.dz[z..z + c.dz.len()].copy_from_slice(&c.dz);
+        self.cb[z * kn..z * kn + c.cb.len()].copy_from_slice(&c.cb);
+    }
+}
+
+/// The chunks of a pass: ranges of at least [`CHUNK_NODES`] nodes, ending where a field value
+/// does, so that no two touch the same offset (nodes come grouped by field value).
+fn chunks(nodes: &[(usize, Located)], zn: usize) -> Vec<std::ops::Range<usize>> {
+    debug_assert!(zn == 0 || nodes.windows(2).all(|w| w[0].0 <= w[1].0));
+    let mut out = vec![];
+    let mut start = 0;
+    while start < nodes.len() {
+        let mut end = (start + CHUNK_NODES).min(nodes.len());
+        while zn > 0 && end < nodes.len() && nodes[end].0 == nodes[end - 1].0 {
+            end += 1;
+        }
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// One chunk's sums. One exponential and one logarithm a node: softplus(e) = max(e, 0) +
+/// ln(1 + q) and σ(e) from the same q = exp(−|e|) (the values of `softplus` and `sigmoid`).
+fn chunk_sums(nodes: &[(usize, Located)], b: &[f64], g: &[f64], kn: usize) -> Sums {
+    let zn = g.len();
+    let z0 = if zn > 0 { nodes[0].0 } else { 0 };
+    let zs = if zn > 0 {
+        nodes[nodes.len() - 1].0 + 1 - z0
+    } else {
+        0
+    };
+    let mut c = Sums::new(kn, z0, zs);
+    for (z, p) in nodes {
+        let e = eta(b, p) + if zn > 0 { g[*z] } else { 0.0 };
+        let q = (-e.abs()).exp();
+        let (softplus, s) = if e > 0.0 {
+            (e + q.ln_1p(), 1.0 / (1.0 + q))
+        } else {
+            (q.ln_1p(), if e == 0.0 { 0.5 } else { q / (1.0 + q) })
+        };
+        c.value += p.a * softplus - p.t * e;
+        let r = p.a * s - p.t;
+        let h = p.a * s * (1.0 - s);
+        let (w0, w1) = (1.0 - p.lambda, p.lambda);
+        c.gb[p.k] += r * w0;
+        c.diag[p.k] += h * w0 * w0;
+        let zi = z - z0;
+        if zn > 0 {
+            c.cb[zi * kn + p.k] += h * w0;
+        }
+        if w1 != 0.0 {
+            c.gb[p.k + 1] += r * w1;
+            c.diag[p.k + 1] += h * w1 * w1;
+            c.off[p.k] += h * w0 * w1;
+            if zn > 0 {
+                c.cb[zi * kn + p.k + 1] += h * w1;
+            }
+        }
+        if zn > 0 {
+            c.gg[zi] += r;
+            c.dz[zi] += h;
+        }
+    }
+    c
+}
+
+/// The sums of all nodes at (b, g), the chunks spread over the machine's cores.
+fn pass(
+    nodes: &[(usize, Located)],
+    chunks: &[std::ops::Range<usize>],
+    b: &[f64],
+    g: &[f64],
+) -> Sums {
+    let kn = b.len();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(chunks.len());
+    let mut parts: Vec<(usize, Sums)> = if threads <= 1 {
+        chunks
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i, chunk_sums(&nodes[r.clone()], b, g, kn)))
+            .collect()
+    } else {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|w| {
+                    scope.spawn(move || {
+                        (w..chunks.len())
+                            .step_by(threads)
+                            .map(|i| (i, chunk_sums(&nodes[chunks[i].clone()], b, g, kn)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("a pass over the nodes panicked"))
+                .collect()
+        })
+    };
+    parts.sort_by_key(|(i, _)| *i);
+    let mut total = Sums::new(kn, 0, g.len());
+    for (_, c) in &parts {
+        total.add(c);
+    }
+    total
+}
+
 /// Minimises `Σ a·softplus(η + g_z) − t·(η + g_z) + l2/2·Σ g_z²` over ordered knot values and
 /// `zn` offsets (`zn` = 0: plain ILPS, every node's field index ignored), starting from the
-/// identity η(l) = l and g = 0.
+/// identity η(l) = l and g = 0. The nodes come grouped by field value. Each step makes one
+/// pass over them, in chunks spread over the cores: the value at a trial point comes with
+/// its derivatives, which the next step uses once the point is accepted.
 pub(crate) fn solve_with_offsets(
     nodes: &[(usize, Located)],
     zn: usize,
@@ -208,17 +365,8 @@ pub(crate) fn solve_with_offsets(
     rows: f64,
 ) -> OrderedFit {
     let kn = knots.len();
-    let offset = |g: &[f64], z: usize| if zn == 0 { 0.0 } else { g[z] };
-    let value = |b: &[f64], g: &[f64]| -> f64 {
-        let data: f64 = nodes
-            .iter()
-            .map(|(z, p)| {
-                let e = eta(b, p) + offset(g, *z);
-                p.a * softplus(e) - p.t * e
-            })
-            .sum();
-        data + 0.5 * l2 * g.iter().map(|v| v * v).sum::<f64>()
-    };
+    let chunks = chunks(nodes, zn);
+    let penalty = |g: &[f64]| 0.5 * l2 * g.iter().map(|v| v * v).sum::<f64>();
     let to_b = |x: &[f64]| -> Vec<f64> {
         let mut acc = 0.0;
         x.iter()
@@ -234,50 +382,24 @@ pub(crate) fn solve_with_offsets(
         .collect();
     let mut g = vec![0.0; zn];
     let mut b = to_b(&x);
-    let mut f = value(&b, &g);
+    let mut sums = pass(nodes, &chunks, &b, &g);
+    let mut f = sums.value + penalty(&g);
     let tol = 1e-13 * rows.max(1.0);
     let (mut iterations, mut converged) = (0, false);
     while iterations < MAX_ITERATIONS {
         iterations += 1;
-        let mut gb = vec![0.0; kn];
-        let mut diag = vec![0.0; kn];
-        let mut off = vec![0.0; kn.saturating_sub(1)];
-        let mut gg: Vec<f64> = g.iter().map(|v| l2 * v).collect();
-        let mut dz = vec![l2; zn];
-        let mut cb = vec![vec![0.0; zn]; kn]; // cross terms in b, then x
-        for (z, p) in nodes {
-            let e = eta(&b, p) + offset(&g, *z);
-            let s = sigmoid(e);
-            let r = p.a * s - p.t;
-            let h = p.a * s * (1.0 - s);
-            let (w0, w1) = (1.0 - p.lambda, p.lambda);
-            gb[p.k] += r * w0;
-            diag[p.k] += h * w0 * w0;
-            if zn > 0 {
-                cb[p.k][*z] += h * w0;
-            }
-            if w1 != 0.0 {
-                gb[p.k + 1] += r * w1;
-                diag[p.k + 1] += h * w1 * w1;
-                off[p.k] += h * w0 * w1;
-                if zn > 0 {
-                    cb[p.k + 1][*z] += h * w1;
-                }
-            }
-            if zn > 0 {
-                gg[*z] += r;
-                dz[*z] += h;
-            }
-        }
+        let gg: Vec<f64> = (0..zn).map(|z| sums.gg[z] + l2 * g[z]).collect();
         let mut gx = vec![0.0; kn];
         let mut acc = 0.0;
         for k in (0..kn).rev() {
-            acc += gb[k];
+            acc += sums.gb[k];
             gx[k] = acc;
         }
-        for k in (0..kn.saturating_sub(1)).rev() {
-            for z in 0..zn {
-                cb[k][z] += cb[k + 1][z];
+        // Cross terms in x: suffix sums over the knots, per field value.
+        let mut cx = std::mem::take(&mut sums.cb);
+        for row in cx.chunks_mut(kn.max(1)).take(zn) {
+            for k in (0..kn.saturating_sub(1)).rev() {
+                row[k] += row[k + 1];
             }
         }
         let at_bound = |j: usize| j > 0 && x[j] <= 0.0 && gx[j] > 0.0;
@@ -294,22 +416,41 @@ pub(crate) fn solve_with_offsets(
             .map(|j| j > 0 && x[j] <= eps && gx[j] > 0.0)
             .collect();
         let free: Vec<usize> = (0..kn).filter(|&j| !active[j]).collect();
-        let hx = suffix_hessian(&diag, &off);
+        let hx = suffix_hessian(&sums.diag, &sums.off);
+        let dz: Vec<f64> = sums.dz.iter().map(|&v| v + l2).collect();
         let dmax = dz.iter().fold(0.0f64, |a, &v| a.max(v));
         let dz: Vec<f64> = dz
             .iter()
             .map(|&v| v.max(1e-12 * dmax.max(1e-300)))
             .collect();
-        // Schur complement on the free x: S = H_FF − C_F D⁻¹ C_Fᵀ, rhs = −(g_F − C_F D⁻¹ gg).
+        // Schur complement on the free x: S = H_FF − C_F D⁻¹ C_Fᵀ, rhs = −(g_F − C_F D⁻¹ gg),
+        // summed a field value at a time.
         let m_free = free.len();
         let mut schur = vec![vec![0.0; m_free]; m_free];
-        let mut rhs_grad = vec![0.0; m_free];
+        let mut rhs_grad: Vec<f64> = free.iter().map(|&i| gx[i]).collect();
         for (a, &i) in free.iter().enumerate() {
-            rhs_grad[a] = gx[i] - (0..zn).map(|z| cb[i][z] * gg[z] / dz[z]).sum::<f64>();
             for (c, &j) in free.iter().enumerate().take(a + 1) {
-                let v = hx[i][j] - (0..zn).map(|z| cb[i][z] * cb[j][z] / dz[z]).sum::<f64>();
-                schur[a][c] = v;
-                schur[c][a] = v;
+                schur[a][c] = hx[i][j];
+            }
+        }
+        let mut scaled = vec![0.0; m_free];
+        for z in 0..zn {
+            let row = &cx[z * kn..(z + 1) * kn];
+            let inv = 1.0 / dz[z];
+            for (a, &i) in free.iter().enumerate() {
+                scaled[a] = row[i] * inv;
+                rhs_grad[a] -= scaled[a] * gg[z];
+            }
+            for (a, sa) in scaled.iter().enumerate() {
+                let s_row = &mut schur[a];
+                for (c, &j) in free.iter().enumerate().take(a + 1) {
+                    s_row[c] -= sa * row[j];
+                }
+            }
+        }
+        for a in 0..m_free {
+            for c in 0..a {
+                schur[c][a] = schur[a][c];
             }
         }
         let all: Vec<usize> = (0..m_free).collect();
@@ -325,7 +466,7 @@ pub(crate) fn solve_with_offsets(
         }
         let pgz: Vec<f64> = (0..zn)
             .map(|z| {
-                let cross: f64 = free.iter().map(|&i| cb[i][z] * px[i]).sum();
+                let cross: f64 = free.iter().map(|&i| cx[z * kn + i] * px[i]).sum();
                 -(gg[z] + cross) / dz[z]
             })
             .collect();
@@ -344,7 +485,8 @@ pub(crate) fn solve_with_offsets(
                 .collect();
             let tg: Vec<f64> = (0..zn).map(|z| g[z] + alpha * pgz[z]).collect();
             let tb = to_b(&tx);
-            let tf = value(&tb, &tg);
+            let trial = pass(nodes, &chunks, &tb, &tg);
+            let tf = trial.value + penalty(&tg);
             let decrease: f64 = (0..kn).map(|j| gx[j] * (tx[j] - x[j])).sum::<f64>()
                 + (0..zn).map(|z| gg[z] * (tg[z] - g[z])).sum::<f64>();
             if tf.is_finite() && tf <= f + 1e-4 * decrease {
@@ -353,6 +495,7 @@ pub(crate) fn solve_with_offsets(
                 g = tg;
                 b = tb;
                 f = tf;
+                sums = trial;
                 accepted = true;
                 converged = done;
                 break;
@@ -370,13 +513,7 @@ pub(crate) fn solve_with_offsets(
     }
     let flat: Vec<Located> = nodes.iter().map(|(_, p)| *p).collect();
     fill_unsupported(knots, &mut b, &supported(&flat, kn));
-    let data_loss: f64 = nodes
-        .iter()
-        .map(|(z, p)| {
-            let e = eta(&b, p) + offset(&g, *z);
-            p.a * softplus(e) - p.t * e
-        })
-        .sum();
+    let data_loss = pass(nodes, &chunks, &b, &g).value;
     OrderedFit {
         b,
         g,
