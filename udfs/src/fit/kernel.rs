@@ -128,10 +128,12 @@ impl FitKernel {
         }
     }
 
-    /// Whether the states append rows and sort them rather than hash them: the fits that
-    /// keep millions of distinct scores (see `FitState`).
+    /// Whether the states append rows and sort them rather than hash them (see `FitState`):
+    /// the fits that keep millions of distinct scores, and the field-aware ones, whose rows
+    /// go to thousands of states (one per field value) and would miss the cache in each
+    /// one's table.
     fn keeps_rows(&self) -> bool {
-        self.method.cap_is_a_setting()
+        self.method.cap_is_a_setting() || self.method.is_field_aware()
     }
 
     fn new_state(&self) -> FitState {

@@ -2,7 +2,8 @@
 //!
 //! The exact mode holds its points one of two ways. The parametric fits (a cap of 65,536)
 //! hash each row into its point. The fits that keep millions of distinct scores (the
-//! non-parametric ones, [`super::NONPARAMETRIC_EXACT_CAP`]) append rows as they come
+//! non-parametric ones, [`super::NONPARAMETRIC_EXACT_CAP`]) and the field-aware ones (one
+//! state per field value, thousands of them) append rows as they come
 //! ([`Appended`]: 8 bytes a row whose target is 0 or 1) and sort them into their ascending
 //! points only when the appended rows outnumber the points, or the state is read: hashing
 //! each row into a table of millions of entries is a cache miss a row, and sorting is not.
