@@ -21,7 +21,7 @@
 //!
 //! ## State: exact points, then a fixed fine grid
 //! Rows with the same score contribute the same way, so the state is one entry per distinct
-//! score: Σ1 and Σt. Up to [`EXACT_CAP`] distinct scores per group this is exact
+//! score: Σ1 and Σt (hashed, or appended and sorted: see state.rs). Up to [`EXACT_CAP`] distinct scores per group this is exact
 //! ([`NONPARAMETRIC_EXACT_CAP`] for the fits compared point by point). Beyond that the state
 //! switches to a fixed grid of cells — 2^k cells per power of two of |s| (relative width
 //! 2⁻ᵏ) and two linear blocks of 2^k cells of width 2⁻¹⁶⁻ᵏ for |s| < 2⁻¹⁶, k =
@@ -90,8 +90,9 @@ pub(crate) use state::FitState;
 pub const EXACT_CAP: usize = 1 << 16;
 /// Distinct scores the non-parametric fits (isotonic, histogram, BBQ, ConfCalib) keep
 /// exactly per group: they are compared with scikit-learn / numpy / netcal point by point,
-/// and pooling scores into grid cells moves their knots. About 30 bytes a distinct score,
-/// reported to the memory pool (10M distinct scores: about 300 MB in one group).
+/// and pooling scores into grid cells moves their knots. About 24 bytes a distinct score and
+/// 8 a row not yet sorted in (see `state`), reported to the memory pool (10M distinct scores:
+/// about 300 MB in one group while it sorts).
 pub const NONPARAMETRIC_EXACT_CAP: usize = 10_000_000;
 
 /// Lists the calibrators: each line `Variant = "stored method" => calibrator,` defines a
