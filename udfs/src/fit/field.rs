@@ -8,7 +8,7 @@
 //! Each group's model is its calibrator's [`fit_fields`](super::calibrator::Calibrator::fit_fields)
 //! over the group's field values' states.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
