@@ -73,8 +73,8 @@ impl FitKernel {
         let before = st.len_bytes();
         st.rows += s.len() as i64;
         st.observe_range(lo, hi);
-        // Once (the capacity is past the cap after it), and not for the non-parametric fits'
-        // cap of millions of scores.
+        // Once (the capacity is past the cap after it), for a hashed state only, and not for
+        // a cap of millions of scores.
         if !st.is_grid()
             && st.appended.is_none()
             && st.cap <= EXACT_CAP

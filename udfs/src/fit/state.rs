@@ -5,8 +5,9 @@
 //! non-parametric ones, [`super::NONPARAMETRIC_EXACT_CAP`]) and the field-aware ones (one
 //! state per field value, thousands of them) append rows as they come
 //! ([`Appended`]: 8 bytes a row whose target is 0 or 1) and sort them into their ascending
-//! points only when the appended rows outnumber the points, or the state is read: hashing
-//! each row into a table of millions of entries is a cache miss a row, and sorting is not.
+//! points only when the appended rows are [`APPENDED_PER_POINT`] times the points, or the
+//! state is handed on or read: hashing each row into a table of millions of entries (or into
+//! the table of one of thousands of field values) is a cache miss a row, and sorting is not.
 
 use std::borrow::Cow;
 
@@ -233,7 +234,7 @@ impl FitState {
 
     /// Sorts the appended rows into the points of a state that keeps rows, or, when that
     /// makes more than `cap` distinct scores, switches to the grid. Called when the appended
-    /// rows outnumber the points, and before the state is read.
+    /// rows are due (see [`APPENDED_PER_POINT`]), and before the state is handed on or read.
     pub(crate) fn sort_appended(&mut self) {
         let Some(a) = &mut self.appended else {
             return;
@@ -269,9 +270,23 @@ impl FitState {
     }
 
     /// Adds a merged state's exact points (ascending, one per score) to a state that keeps
-    /// rows: appended as one run, which the sort finds and merges as it is.
+    /// rows: they become the points of a state that has none yet, or are appended as one
+    /// run, which the sort finds and merges as it is.
     pub(super) fn add_sorted_points(&mut self, s: &[f64], n: &[f64], t: &[f64]) {
         if let Some(a) = &mut self.appended {
+            if self.points.is_empty() && a.len() == 0 && s.windows(2).all(|w| w[0] < w[1]) {
+                self.points = (0..s.len())
+                    .map(|i| Point {
+                        s: s[i],
+                        n: n[i],
+                        t: t[i],
+                    })
+                    .collect();
+                if self.points.len() > self.cap {
+                    self.switch_to_grid();
+                }
+                return;
+            }
             a.other.extend((0..s.len()).map(|i| Point {
                 s: s[i],
                 n: n[i],

@@ -316,10 +316,20 @@ fn pass(
     b: &[f64],
     g: &[f64],
 ) -> Sums {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    pass_on(cores, nodes, chunks, b, g)
+}
+
+/// [`pass`] on at most `threads` threads.
+fn pass_on(
+    threads: usize,
+    nodes: &[(usize, Located)],
+    chunks: &[std::ops::Range<usize>],
+    b: &[f64],
+    g: &[f64],
+) -> Sums {
     let kn = b.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(chunks.len());
+    let threads = threads.min(chunks.len());
     let mut parts: Vec<(usize, Sums)> = if threads <= 1 {
         chunks
             .iter()
@@ -520,5 +530,60 @@ pub(crate) fn solve_with_offsets(
         data_loss,
         iterations,
         converged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass gives the same sums, to the last bit, on one thread or several: its chunks end
+    /// on field values and are summed in node order, whatever thread computed them.
+    #[test]
+    fn a_pass_does_not_depend_on_the_threads() {
+        let knots = ilps_knots(20);
+        let zn = 40;
+        // Field values of very different sizes, so chunks hold one or many of them.
+        let nodes: Vec<(usize, Located)> = (0..zn)
+            .flat_map(|z| {
+                let len = if z % 7 == 0 { 90_000 } else { 300 + 37 * z };
+                (0..len).map(move |i| (z, i))
+            })
+            .map(|(z, i)| {
+                let u = ((i * 7919 + z * 104_729) % 100_003) as f64 / 100_003.0;
+                let (k, lambda) = locate(&knots, 8.0 * u - 4.0);
+                let t = ((i * 31 + z) % 5 < 2) as u8 as f64;
+                (
+                    z,
+                    Located {
+                        k,
+                        lambda,
+                        a: 1.0,
+                        t,
+                    },
+                )
+            })
+            .collect();
+        let chunks = chunks(&nodes, zn);
+        assert!(chunks.len() > 4, "{} chunks", chunks.len());
+        let b: Vec<f64> = knots.iter().map(|k| 0.9 * k).collect();
+        let g: Vec<f64> = (0..zn).map(|z| 0.01 * z as f64 - 0.2).collect();
+        let bits = |s: &Sums| -> Vec<u64> {
+            std::iter::once(s.value)
+                .chain(s.gb.iter().copied())
+                .chain(s.diag.iter().copied())
+                .chain(s.off.iter().copied())
+                .chain(s.gg.iter().copied())
+                .chain(s.dz.iter().copied())
+                .chain(s.cb.iter().copied())
+                .map(f64::to_bits)
+                .collect()
+        };
+        let one = pass_on(1, &nodes, &chunks, &b, &g);
+        for threads in [2, 3, 8] {
+            let many = pass_on(threads, &nodes, &chunks, &b, &g);
+            assert_eq!(bits(&one), bits(&many), "{threads} threads");
+        }
+        assert!(one.value.is_finite() && one.value > 0.0);
     }
 }
