@@ -1,9 +1,11 @@
-//! Memory limits hold for the aggregates that keep rows (`auc`, `'quantile'` bins): under
+//! Memory limits hold for the aggregates that keep rows (`auc`, `'quantile'` bins, the fits
+//! that keep every distinct score): under
 //! `--memory-limit` a query whose state needs more fails with DataFusion's "Resources
 //! exhausted" error instead of growing, and the process's peak resident memory stays within
 //! the documented bound: the same process's peak for a query that keeps nothing, plus 3 times
-//! the limit without GROUP BY and 8 times with it (partial states are copied into Arrow
-//! arrays when they move between partitions; docs/SEMANTICS.md#metrics-that-keep-rows). Real processes: the
+//! the limit without GROUP BY and 8 times with it, 5 times for the fits (partial states are
+//! copied into Arrow arrays when they move between partitions;
+//! docs/SEMANTICS.md#metrics-that-keep-rows). Real processes: the
 //! `calibsql` binary, its peak read from its own /proc/self/status (`CALIBSQL_PEAK_RSS=1`).
 //!
 //! The bound is relative to the baseline measured in the same run, and every run uses 2
@@ -212,6 +214,50 @@ fn row_keeping_aggregates_under_a_limit_their_rows_fit_give_the_unlimited_result
         assert!(
             peak <= baseline + 3 * 128,
             "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + 3 × 128 MiB"
+        );
+    }
+}
+
+/// The fits that keep every distinct score (the non-parametric ones and the field-aware
+/// ones) report their states to the pool: on 2M distinct probabilities they fail cleanly
+/// under 16 MB, and under 64 MB give the model they give without a limit. Their peak stays
+/// under 5 × the limit above a query keeping nothing: besides the pool's bytes, a partial
+/// state is copied into Arrow arrays when it moves, and `fit_field_calib`'s solver holds its
+/// nodes (40 bytes a distinct score) while it runs. This compares the code with itself (the
+/// same query, limited and not; numbers to 1e-12 relative): the models are checked against
+/// scikit-learn, numpy, netcal and scipy in tests/fits.
+#[test]
+fn fits_under_a_limit_their_states_fit_give_the_unlimited_model() {
+    let dir = child::scratch_dir("memory-");
+    write_rows(
+        dir.path(),
+        "SELECT (((value * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
+                CAST(value % 3 = 0 AS INT) AS y, value % 97 AS site
+         FROM generate_series(1, 2000000)",
+    );
+    let (ok, _, stderr, baseline) = run(dir.path(), "64M", "SELECT avg(p), avg(y) FROM t");
+    assert!(ok, "{stderr}");
+    for fit in [
+        "fit_isotonic(p, y)",
+        "fit_histogram(p, y, 15, 'quantile')",
+        "fit_bbq(p, y)",
+        "fit_confcalib(p, y, site)",
+        "fit_field_calib(p, y, site)",
+    ] {
+        let sql = format!("SELECT {fit} FROM t");
+        let (ok, _, stderr, _) = run(dir.path(), "16M", &sql);
+        assert!(
+            !ok && stderr.contains("Resources exhausted"),
+            "{sql} under 16M: {stderr}"
+        );
+        let (ok, unlimited, stderr, _) = run_with(dir.path(), &[], &sql);
+        assert!(ok, "{sql} without a limit: {stderr}");
+        let (ok, limited, stderr, peak) = run(dir.path(), "64M", &sql);
+        assert!(ok, "{sql} under 64M: {stderr}");
+        assert_same_numbers(&limited, &unlimited, &sql);
+        assert!(
+            peak <= baseline + 5 * 64,
+            "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + 5 × 64 MiB"
         );
     }
 }
