@@ -337,20 +337,31 @@ fn pass_on(
             .map(|(i, r)| (i, chunk_sums(&nodes[r.clone()], b, g, kn)))
             .collect()
     } else {
+        // Worker w takes chunks w, w + threads, …; a worker the system cannot start has its
+        // chunks computed here instead.
+        let share = move |w: usize| -> Vec<(usize, Sums)> {
+            (w..chunks.len())
+                .step_by(threads)
+                .map(|i| (i, chunk_sums(&nodes[chunks[i].clone()], b, g, kn)))
+                .collect()
+        };
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|w| {
-                    scope.spawn(move || {
-                        (w..chunks.len())
-                            .step_by(threads)
-                            .map(|i| (i, chunk_sums(&nodes[chunks[i].clone()], b, g, kn)))
-                            .collect::<Vec<_>>()
-                    })
+                    (
+                        w,
+                        std::thread::Builder::new().spawn_scoped(scope, move || share(w)),
+                    )
                 })
                 .collect();
             workers
                 .into_iter()
-                .flat_map(|w| w.join().expect("a pass over the nodes panicked"))
+                .flat_map(|(w, worker)| match worker {
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    Err(_) => share(w),
+                })
                 .collect()
         })
     };
