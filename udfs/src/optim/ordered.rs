@@ -14,6 +14,8 @@
 // Dense matrices read best with index loops.
 #![allow(clippy::needless_range_loop)]
 
+use crate::fastmath::ln_normal;
+
 const MAX_ITERATIONS: i32 = 500;
 
 /// The knots `a_k = ln(p / (1 − p))`, `p = k / (K + 1)`, k = 1..K.
@@ -265,7 +267,8 @@ fn chunks(nodes: &[(usize, Located)], zn: usize) -> Vec<std::ops::Range<usize>> 
 }
 
 /// One chunk's sums. One exponential and one logarithm a node: softplus(e) = max(e, 0) +
-/// ln(1 + q) and σ(e) from the same q = exp(−|e|) (the values of `softplus` and `sigmoid`).
+/// ln(1 + q) and σ(e) from the same q = exp(−|e|) (the values of `softplus` and `sigmoid`,
+/// to an ulp or two).
 fn chunk_sums(nodes: &[(usize, Located)], b: &[f64], g: &[f64], kn: usize) -> Sums {
     let zn = g.len();
     let z0 = if zn > 0 { nodes[0].0 } else { 0 };
@@ -278,11 +281,11 @@ fn chunk_sums(nodes: &[(usize, Located)], b: &[f64], g: &[f64], kn: usize) -> Su
     for (z, p) in nodes {
         let e = eta(b, p) + if zn > 0 { g[*z] } else { 0.0 };
         let q = (-e.abs()).exp();
-        let (softplus, s) = if e > 0.0 {
-            (e + q.ln_1p(), 1.0 / (1.0 + q))
-        } else {
-            (q.ln_1p(), if e == 0.0 { 0.5 } else { q / (1.0 + q) })
-        };
+        let u = 1.0 + q;
+        // ln(1 + q): the logarithm of the rounded u, corrected by its rounding (u is in
+        // [1, 2], a normal number, so the branch-free logarithm applies).
+        let softplus = e.max(0.0) + ln_normal(u) + (q - (u - 1.0)) / u;
+        let s = if e >= 0.0 { 1.0 / u } else { q / u };
         c.value += p.a * softplus - p.t * e;
         let r = p.a * s - p.t;
         let h = p.a * s * (1.0 - s);
