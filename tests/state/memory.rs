@@ -69,16 +69,38 @@ fn write_rows(dir: &Path, select: &str) {
     );
 }
 
+/// Writes `rows` rows of distinct probabilities `p` (a multiplicative hash of the row
+/// number), labels `y` (every third row positive) and 100 sites.
+fn write_distinct_scores(dir: &Path, rows: u64) {
+    write_rows(
+        dir,
+        &format!(
+            "SELECT (((value * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
+                    CAST(value % 3 = 0 AS INT) AS y, value % 100 AS site
+             FROM generate_series(1, {rows})"
+        ),
+    );
+}
+
+/// Asserts that `sql` runs under `limit` MiB with the result it gives without a limit
+/// (numbers to 1e-12 relative), at a peak RSS within `baseline` + `multiple` × the limit.
+fn assert_unlimited_result_under(dir: &Path, limit: u64, sql: &str, baseline: u64, multiple: u64) {
+    let (ok, unlimited, stderr, _) = run_with(dir, &[], sql);
+    assert!(ok, "{sql} without a limit: {stderr}");
+    let (ok, limited, stderr, peak) = run(dir, &format!("{limit}M"), sql);
+    assert!(ok, "{sql} under {limit}M: {stderr}");
+    assert_same_numbers(&limited, &unlimited, sql);
+    assert!(
+        peak <= baseline + multiple * limit,
+        "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + {multiple} × {limit} MiB"
+    );
+}
+
 #[test]
 fn row_keeping_aggregates_respect_the_memory_limit() {
     let dir = child::scratch_dir("memory-");
     // 2M distinct probabilities: 16 MB of scores kept by auc, more than the 8 MB limit.
-    write_rows(
-        dir.path(),
-        "SELECT (((value * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
-                CAST(value % 3 = 0 AS INT) AS y, value % 100 AS site
-         FROM generate_series(1, 2000000)",
-    );
+    write_distinct_scores(dir.path(), 2_000_000);
     let (ok, _, _, baseline) = run(dir.path(), "8M", "SELECT avg(p), avg(y) FROM t");
     assert!(ok);
     for (sql, multiple) in [
@@ -189,12 +211,7 @@ fn assert_same_numbers(a: &str, b: &str, what: &str) {
 #[test]
 fn row_keeping_aggregates_under_a_limit_their_rows_fit_give_the_unlimited_result() {
     let dir = child::scratch_dir("memory-");
-    write_rows(
-        dir.path(),
-        "SELECT (((value * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
-                CAST(value % 3 = 0 AS INT) AS y
-         FROM generate_series(1, 6000000)",
-    );
+    write_distinct_scores(dir.path(), 6_000_000);
     let (ok, _, stderr, baseline) = run(dir.path(), "128M", "SELECT avg(p), avg(y) FROM t");
     assert!(ok, "{stderr}");
     for aggregate in [
@@ -206,15 +223,7 @@ fn row_keeping_aggregates_under_a_limit_their_rows_fit_give_the_unlimited_result
         "hosmer_lemeshow(p, y)",
     ] {
         let sql = format!("SELECT {aggregate} FROM t");
-        let (ok, unlimited, stderr, _) = run_with(dir.path(), &[], &sql);
-        assert!(ok, "{sql} without a limit: {stderr}");
-        let (ok, limited, stderr, peak) = run(dir.path(), "128M", &sql);
-        assert!(ok, "{sql} under 128M: {stderr}");
-        assert_same_numbers(&limited, &unlimited, &sql);
-        assert!(
-            peak <= baseline + 3 * 128,
-            "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + 3 × 128 MiB"
-        );
+        assert_unlimited_result_under(dir.path(), 128, &sql, baseline, 3);
     }
 }
 
@@ -229,12 +238,7 @@ fn row_keeping_aggregates_under_a_limit_their_rows_fit_give_the_unlimited_result
 #[test]
 fn fits_under_a_limit_their_states_fit_give_the_unlimited_model() {
     let dir = child::scratch_dir("memory-");
-    write_rows(
-        dir.path(),
-        "SELECT (((value * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p,
-                CAST(value % 3 = 0 AS INT) AS y, value % 97 AS site
-         FROM generate_series(1, 2000000)",
-    );
+    write_distinct_scores(dir.path(), 2_000_000);
     let (ok, _, stderr, baseline) = run(dir.path(), "64M", "SELECT avg(p), avg(y) FROM t");
     assert!(ok, "{stderr}");
     for fit in [
@@ -250,14 +254,6 @@ fn fits_under_a_limit_their_states_fit_give_the_unlimited_model() {
             !ok && stderr.contains("Resources exhausted"),
             "{sql} under 16M: {stderr}"
         );
-        let (ok, unlimited, stderr, _) = run_with(dir.path(), &[], &sql);
-        assert!(ok, "{sql} without a limit: {stderr}");
-        let (ok, limited, stderr, peak) = run(dir.path(), "64M", &sql);
-        assert!(ok, "{sql} under 64M: {stderr}");
-        assert_same_numbers(&limited, &unlimited, &sql);
-        assert!(
-            peak <= baseline + 5 * 64,
-            "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + 5 × 64 MiB"
-        );
+        assert_unlimited_result_under(dir.path(), 64, &sql, baseline, 5);
     }
 }

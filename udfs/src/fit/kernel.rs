@@ -286,7 +286,21 @@ impl Kernel for FitKernel {
                 }
             } else {
                 let points = |c: usize| &cols[c].1[start..end];
-                st.add_sorted_points(points(0), points(1), points(2));
+                let (s, n, t) = (points(0), points(1), points(2));
+                // A stored state is user data: a point that no row could have made is refused,
+                // not merged into the fit.
+                if let Some(j) = (0..s.len()).find(|&j| {
+                    !(s[j].is_finite() && n[j] >= 0.0 && n[j].is_finite() && t[j].is_finite())
+                }) {
+                    return exec_err!(
+                        "{}: malformed partial state: point (score {}, rows {}, target {})",
+                        self.func(),
+                        s[j],
+                        n[j],
+                        t[j]
+                    );
+                }
+                st.add_sorted_points(s, n, t);
             }
             st.rows += rows.value(r);
             st.observe_range(s_min.value(r), s_max.value(r));
@@ -381,5 +395,62 @@ impl Kernel for FitKernel {
 
     fn native_labels(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fit::NONPARAMETRIC_EXACT_CAP;
+    use arrow::array::Int8Array;
+
+    /// A partial state whose exact points hold a value no row could make (a NaN or infinite
+    /// score, a negative or NaN row count, a NaN target) is refused by name, not merged.
+    #[test]
+    fn a_point_no_row_could_make_is_refused() {
+        let settings = Settings {
+            count: 0,
+            quantile: false,
+            ips: false,
+            lambda: 0.0,
+        };
+        let kernel = || FitKernel::for_field(Method::Isotonic, NONPARAMETRIC_EXACT_CAP, settings);
+        let mut source = kernel();
+        source.resize(1);
+        let s: ArrayRef = Arc::new(Float64Array::from(vec![0.1, 0.5, 0.9]));
+        let y: ArrayRef = Arc::new(Int8Array::from(vec![0, 1, 1]));
+        source.update(&[s, y], &[0, 0, 0], None).unwrap();
+        let state = source.take_state(0..1).unwrap();
+        // Field 5, 6, 7: the points' scores, rows and targets.
+        for (field, bad) in [
+            (5, f64::NAN),
+            (5, f64::INFINITY),
+            (6, -1.0),
+            (6, f64::NAN),
+            (7, f64::NAN),
+        ] {
+            let list = state[field].as_list::<i32>();
+            let mut values = list
+                .values()
+                .as_primitive::<Float64Type>()
+                .values()
+                .to_vec();
+            values[1] = bad;
+            let mut tampered = state.clone();
+            tampered[field] =
+                list_array(list.offsets().clone(), Arc::new(Float64Array::from(values)));
+            let mut target = kernel();
+            target.resize(1);
+            let err = target.merge(&tampered, &[0]).unwrap_err().to_string();
+            assert!(
+                err.contains("fit_isotonic: malformed partial state"),
+                "field {field} = {bad}: {err}"
+            );
+        }
+        // The untouched state merges.
+        let mut target = kernel();
+        target.resize(1);
+        target.merge(&state, &[0]).unwrap();
+        assert_eq!(target.groups[0].rows, 3);
     }
 }

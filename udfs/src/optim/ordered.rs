@@ -146,7 +146,7 @@ pub(crate) fn newton_step(h: &[Vec<f64>], g: &[f64], free: &[usize]) -> Vec<f64>
 }
 
 /// Which knots some node depends on.
-pub(crate) fn supported(nodes: &[Located], kn: usize) -> Vec<bool> {
+pub(crate) fn supported<'a>(nodes: impl Iterator<Item = &'a Located>, kn: usize) -> Vec<bool> {
     let mut out = vec![false; kn];
     for p in nodes {
         if p.a == 0.0 && p.t == 0.0 {
@@ -535,8 +535,7 @@ pub(crate) fn solve_with_offsets(
             break;
         }
     }
-    let flat: Vec<Located> = nodes.iter().map(|(_, p)| *p).collect();
-    fill_unsupported(knots, &mut b, &supported(&flat, kn));
+    fill_unsupported(knots, &mut b, &supported(nodes.iter().map(|(_, p)| p), kn));
     let data_loss = pass(nodes, &chunks, &b, &g).value;
     OrderedFit {
         b,
