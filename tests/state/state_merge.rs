@@ -252,6 +252,43 @@ async fn states_that_do_not_belong_together_are_errors() {
     );
 }
 
+/// A fit's state stored before the fits kept rows (format 1 without `neg_s` and `pos_s`:
+/// every row in its points, one per distinct score) still merges, into the model of the same
+/// rows. The old state is written here as that calibsql wrote it: points summed with SQL's
+/// own `GROUP BY`, so this compares with an independent summation, not with this code's.
+#[tokio::test]
+async fn fit_states_stored_before_rows_were_kept_still_merge() {
+    let ctx = context().await;
+    run(
+        &ctx,
+        "CREATE VIEW old AS SELECT named_struct('format', arrow_cast(1, 'Int32'),
+           'function', 'fit_isotonic', 'params', (SELECT fit_isotonic_state(s, y)['params'] FROM t),
+           'state', named_struct('grid', false, 'rows', arrow_cast(sum(n), 'Int64'),
+             's_min', min(s), 's_max', max(s), 'keys', arrow_cast(make_array(), 'List(Int64)'),
+             'lo', array_agg(s ORDER BY s), 'n', array_agg(n ORDER BY s), 't', array_agg(t ORDER BY s),
+             'nd', arrow_cast(make_array(), 'List(Float64)'), 'nd2', arrow_cast(make_array(), 'List(Float64)'),
+             'td', arrow_cast(make_array(), 'List(Float64)'), 'td2', arrow_cast(make_array(), 'List(Float64)'))) AS st
+         FROM (SELECT s, arrow_cast(count(*), 'Float64') AS n, arrow_cast(sum(y), 'Float64') AS t FROM t GROUP BY s)",
+    )
+    .await;
+    let merged = scalar(&ctx, "SELECT fit_isotonic_merge(st) FROM old").await;
+    let direct = scalar(&ctx, "SELECT fit_isotonic(s, y) FROM t").await;
+    assert_eq!(merged, direct);
+    // A cut that is not an earlier layout (a field other than the added ones missing) is
+    // still a layout error.
+    let e = error(
+        &ctx,
+        "SELECT fit_isotonic_merge(named_struct('format', st['format'], 'function', st['function'],
+           'params', st['params'], 'state', named_struct('grid', st['state']['grid'],
+           'rows', st['state']['rows']))) FROM old",
+    )
+    .await;
+    assert!(
+        e.contains("fit_isotonic_merge: the state's layout is not fit_isotonic's"),
+        "{e}"
+    );
+}
+
 #[tokio::test]
 async fn sliding_windows_subtract_states_and_rows() {
     let ctx = context().await;

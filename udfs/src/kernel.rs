@@ -356,10 +356,18 @@ pub(crate) trait KernelAggregate: datafusion_expr::AggregateUDFImpl {
     fn with_exact_cap(&self, _cap: usize) -> Option<std::sync::Arc<dyn KernelAggregate>> {
         None
     }
+    /// How many of the last fields of its partial state were added after stored states of
+    /// state format 1 were first written: `F_merge` also reads a stored state without them,
+    /// and the kernel's `merge` takes such a state (fewer columns) as having none of what
+    /// they hold.
+    fn state_fields_added(&self) -> usize {
+        0
+    }
 }
 
 /// Implements [`KernelAggregate`] for a type with `shape()` and `kernel()`; with `capped`,
-/// also for its `capped(cap)` (a fit whose exact cap is a setting).
+/// for a fit: also its `capped(cap)` (when its exact cap is a setting), and the state
+/// fields added to the fits' state ([`crate::fit::STATE_FIELDS_ADDED`]).
 macro_rules! kernel_aggregate {
     ($t:ty, $retractable:expr) => {
         $crate::kernel::kernel_aggregate!($t, $retractable, {});
@@ -373,6 +381,9 @@ macro_rules! kernel_aggregate {
                 self.capped(cap).map(|f| {
                     std::sync::Arc::new(f) as std::sync::Arc<dyn $crate::kernel::KernelAggregate>
                 })
+            }
+            fn state_fields_added(&self) -> usize {
+                $crate::fit::STATE_FIELDS_ADDED
             }
         });
     };

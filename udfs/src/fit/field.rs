@@ -142,6 +142,47 @@ impl FieldFitKernel {
         out
     }
 
+    /// The inner groups of the groups in `range`, in order.
+    fn inner_order(&self, range: Range<usize>) -> Vec<u32> {
+        self.keys[range]
+            .iter()
+            .flat_map(|k| k.order.iter().map(|(_, i)| *i as u32))
+            .collect()
+    }
+
+    /// Whether the groups in `range` own every inner group, in creation order (one outer
+    /// group, no `GROUP BY`).
+    fn owns_every_inner_group(&self, range: Range<usize>) -> bool {
+        let order = self.inner_order(range);
+        order.len() == self.inner.num_groups()
+            && order.iter().enumerate().all(|(i, &o)| o as usize == i)
+    }
+
+    /// The partial state of the groups in `range`, given the partial state of every inner
+    /// group: the field values, and each inner state field as a list per group.
+    fn state_with(&self, range: Range<usize>, inner: Vec<ArrayRef>) -> Result<Vec<ArrayRef>> {
+        let groups = &self.keys[range.clone()];
+        let offsets = OffsetBuffer::from_lengths(groups.iter().map(|k| k.order.len()));
+        let names: StringArray = groups
+            .iter()
+            .flat_map(|k| k.order.iter().map(|(s, _)| Some(s.as_str())))
+            .collect();
+        let wrap = |values: ArrayRef| list_array(offsets.clone(), values);
+        let mut out = vec![wrap(Arc::new(names))];
+        // The inner groups in the order of the states' rows: as they are when these groups
+        // own every inner group, so the inner states (millions of points) are not copied
+        // again.
+        if self.owns_every_inner_group(range.clone()) {
+            out.extend(inner.into_iter().map(wrap));
+            return Ok(out);
+        }
+        let indices = UInt32Array::from(self.inner_order(range));
+        for column in inner {
+            out.push(wrap(take(&column, &indices, None)?));
+        }
+        Ok(out)
+    }
+
     fn finish(&self, g: usize) -> Option<Model> {
         let keys = &self.keys[g];
         // Sorted by value, so the model does not depend on the order rows arrived in.
@@ -221,44 +262,26 @@ impl Kernel for FieldFitKernel {
     }
 
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let groups = &self.keys[range];
-        let order: Vec<u32> = groups
-            .iter()
-            .flat_map(|k| k.order.iter().map(|(_, i)| *i as u32))
-            .collect();
-        let offsets = OffsetBuffer::from_lengths(groups.iter().map(|k| k.order.len()));
-        let names: StringArray = groups
-            .iter()
-            .flat_map(|k| k.order.iter().map(|(s, _)| Some(s.as_str())))
-            .collect();
-        let wrap = |values: ArrayRef| list_array(offsets.clone(), values);
         let inner = self.inner.state(0..self.inner.num_groups())?;
-        let mut out = vec![wrap(Arc::new(names))];
-        // The inner groups in the order of the states' rows: as they are when these groups
-        // own every inner group in creation order (one outer group, no `GROUP BY`), so the
-        // inner states (millions of points) are not copied again.
-        if order.len() == self.inner.num_groups()
-            && order.iter().enumerate().all(|(i, &o)| o as usize == i)
-        {
-            out.extend(inner.into_iter().map(wrap));
-            return Ok(out);
-        }
-        let indices = UInt32Array::from(order);
-        for column in inner {
-            out.push(wrap(take(&column, &indices, None)?));
-        }
-        Ok(out)
+        self.state_with(range, inner)
     }
 
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.inner.sort_appended(0..self.inner.num_groups());
-        self.state(range)
+        // When these groups own every inner group, the inner states are moved out; else
+        // they are settled and copied.
+        let inner = if self.owns_every_inner_group(range.clone()) {
+            self.inner.take_state(0..self.inner.num_groups())?
+        } else {
+            self.inner.settle(0..self.inner.num_groups());
+            self.inner.state(0..self.inner.num_groups())?
+        };
+        self.state_with(range, inner)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         for keys in &self.keys[range.clone()] {
             for &(_, i) in &keys.order {
-                self.inner.sort_appended(i..i + 1);
+                self.inner.settle(i..i + 1);
             }
         }
         let models: Vec<Option<Model>> = range.map(|g| self.finish(g)).collect();

@@ -186,7 +186,7 @@ pub(super) fn finite_range(v: &[f64]) -> Option<(f64, f64)> {
 /// The fixed grid: 2^bits cells per power of two of |s| (relative width 2^-bits) and two
 /// linear blocks of as many cells below 2⁻¹⁶, in blocks allocated when first touched and
 /// found by direct indexing (one memory access per row instead of a hash probe).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Grid {
     /// `FINE_BITS` or `COARSE_BITS` (see `Method::grid_bits`).
     bits: u32,

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
-use arrow::buffer::OffsetBuffer;
+use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{Float64Type, Int64Type};
 use datafusion_common::{exec_err, internal_err, Result};
 
@@ -140,14 +140,74 @@ impl FitKernel {
         FitState::new(self.cap, self.method.grid_bits(), self.keeps_rows())
     }
 
-    /// Sorts the appended rows of the groups in `range` into their points (or the grid), so
-    /// that each is read as it will stay (see [`FitState::sort_appended`]).
-    pub(crate) fn sort_appended(&mut self, range: Range<usize>) {
+    /// Settles the groups in `range`, so that each is handed on or read as it will stay
+    /// (see [`FitState::settle`]).
+    pub(crate) fn settle(&mut self, range: Range<usize>) {
         for st in &mut self.groups[range] {
             let before = st.len_bytes();
-            st.sort_appended();
-            self.bytes = self.bytes + st.len_bytes() - before;
+            st.settle();
+            self.bytes = (self.bytes + st.len_bytes()).saturating_sub(before);
         }
+    }
+
+    /// The partial state of `sts` (settled), with each class's kept rows as given.
+    fn state_of(sts: &[Cow<'_, FitState>], class_rows: [ArrayRef; 2]) -> Vec<ArrayRef> {
+        let exact: Vec<&[Point]> = sts
+            .iter()
+            .map(|st| match st.is_grid() {
+                true => &[][..],
+                false => &st.points[..],
+            })
+            .collect();
+        let cells: Vec<Vec<(i64, Entry)>> = sts
+            .iter()
+            .map(|st| match st.is_grid() {
+                true => st.keyed_entries(),
+                false => vec![],
+            })
+            .collect();
+        let offsets =
+            OffsetBuffer::from_lengths(exact.iter().zip(&cells).map(|(p, c)| p.len() + c.len()));
+        let grid_offsets = OffsetBuffer::from_lengths(cells.iter().map(Vec::len));
+        // Per group, its points or its cells (one of the two is empty).
+        let field = |point: fn(&Point) -> f64, cell: fn(&Entry) -> f64| -> ArrayRef {
+            let v: Float64Array = exact
+                .iter()
+                .zip(&cells)
+                .flat_map(|(p, c)| p.iter().map(point).chain(c.iter().map(|(_, e)| cell(e))))
+                .collect();
+            list_array(offsets.clone(), Arc::new(v))
+        };
+        let moment = |f: fn(&Entry) -> f64| -> ArrayRef {
+            let v: Float64Array = cells.iter().flatten().map(|(_, e)| f(e)).collect();
+            list_array(grid_offsets.clone(), Arc::new(v))
+        };
+        let keys: Vec<i64> = cells.iter().flatten().map(|(k, _)| *k).collect();
+        let [neg, pos] = class_rows;
+        vec![
+            Arc::new(BooleanArray::from(
+                sts.iter().map(|s| s.is_grid()).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                sts.iter().map(|s| s.rows).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                sts.iter().map(|s| s.s_min).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
+            )),
+            list_array(grid_offsets.clone(), Arc::new(Int64Array::from(keys))),
+            field(|p| p.s, |e| e.lo),
+            field(|p| p.n, |e| e.n),
+            field(|p| p.t, |e| e.t),
+            moment(|e| e.nd),
+            moment(|e| e.nd2),
+            moment(|e| e.td),
+            moment(|e| e.td2),
+            neg,
+            pos,
+        ]
     }
 
     /// Empties inner group `g` (its memory returned to the pool's count).
@@ -248,6 +308,17 @@ impl Kernel for FitKernel {
         let keys = keys_list.values().as_primitive::<Int64Type>().values();
         let grid_offsets = keys_list.value_offsets();
         let cols: Vec<(&[i32], &[f64])> = states[5..12].iter().map(list_parts).collect();
+        // Each class's kept rows (absent from states stored before they were kept as rows).
+        let class_rows: Vec<(&[i32], &ScalarBuffer<f64>)> = states[12..]
+            .iter()
+            .map(|c| {
+                let l = c.as_list::<i32>();
+                (
+                    l.value_offsets(),
+                    l.values().as_primitive::<Float64Type>().values(),
+                )
+            })
+            .collect();
         let offsets = cols[0].0;
         if cols[1..3].iter().any(|(o, _)| *o != offsets)
             || cols[3..].iter().any(|(o, _)| *o != grid_offsets)
@@ -264,6 +335,21 @@ impl Kernel for FitKernel {
             let incoming_grid = grid.value(r);
             if grid_len != if incoming_grid { end - start } else { 0 } {
                 return internal_err!("{}: malformed partial state", self.func());
+            }
+            let spans: Vec<(usize, usize)> = class_rows
+                .iter()
+                .map(|(o, _)| (o[r] as usize, (o[r + 1] - o[r]) as usize))
+                .collect();
+            if incoming_grid && spans.iter().any(|&(_, len)| len > 0) {
+                return internal_err!("{}: malformed partial state", self.func());
+            }
+            for (&(start, len), (_, v)) in spans.iter().zip(&class_rows) {
+                if let Some(bad) = v[start..start + len].iter().find(|x| !x.is_finite()) {
+                    return exec_err!(
+                        "{}: malformed partial state: a row's score is {bad}",
+                        self.func()
+                    );
+                }
             }
             let st = &mut self.groups[g];
             let before = st.len_bytes();
@@ -301,6 +387,9 @@ impl Kernel for FitKernel {
                     );
                 }
                 st.add_sorted_points(s, n, t);
+                for (c, (&span, (_, v))) in spans.iter().zip(&class_rows).enumerate() {
+                    st.add_class_rows(c, v, span);
+                }
             }
             st.rows += rows.value(r);
             st.observe_range(s_min.value(r), s_max.value(r));
@@ -310,72 +399,56 @@ impl Kernel for FitKernel {
     }
 
     /// The partial state: per group its mode, rows and range; the points' (lo, n, t) lists;
-    /// and, for grid groups only, the cell keys and moments (exact groups leave those lists
-    /// empty: 24 bytes a point instead of 64).
+    /// for grid groups only, the cell keys and moments (exact groups leave those lists
+    /// empty: 24 bytes a point instead of 64); and each class's kept rows, ascending (8 bytes
+    /// a row). A group that is not settled is handed on as a settled copy.
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let sts = &self.groups[range];
-        let exact: Vec<Cow<'_, [Point]>> = sts
-            .iter()
-            .map(|st| match st.is_grid() {
-                true => Cow::Borrowed(&[][..]),
-                false => st.exact_points(),
-            })
-            .collect();
-        let cells: Vec<Vec<(i64, Entry)>> = sts
-            .iter()
-            .map(|st| match st.is_grid() {
-                true => st.keyed_entries(),
-                false => vec![],
-            })
-            .collect();
-        let offsets =
-            OffsetBuffer::from_lengths(exact.iter().zip(&cells).map(|(p, c)| p.len() + c.len()));
-        let grid_offsets = OffsetBuffer::from_lengths(cells.iter().map(Vec::len));
-        // Per group, its points or its cells (one of the two is empty).
-        let field = |point: fn(&Point) -> f64, cell: fn(&Entry) -> f64| -> ArrayRef {
-            let v: Float64Array = exact
-                .iter()
-                .zip(&cells)
-                .flat_map(|(p, c)| p.iter().map(point).chain(c.iter().map(|(_, e)| cell(e))))
-                .collect();
-            list_array(offsets.clone(), Arc::new(v))
-        };
-        let moment = |f: fn(&Entry) -> f64| -> ArrayRef {
-            let v: Float64Array = cells.iter().flatten().map(|(_, e)| f(e)).collect();
-            list_array(grid_offsets.clone(), Arc::new(v))
-        };
-        let keys: Vec<i64> = cells.iter().flatten().map(|(k, _)| *k).collect();
-        Ok(vec![
-            Arc::new(BooleanArray::from(
-                sts.iter().map(|s| s.is_grid()).collect::<Vec<_>>(),
-            )),
-            Arc::new(Int64Array::from(
-                sts.iter().map(|s| s.rows).collect::<Vec<_>>(),
-            )),
-            Arc::new(Float64Array::from(
-                sts.iter().map(|s| s.s_min).collect::<Vec<_>>(),
-            )),
-            Arc::new(Float64Array::from(
-                sts.iter().map(|s| s.s_max).collect::<Vec<_>>(),
-            )),
-            list_array(grid_offsets.clone(), Arc::new(Int64Array::from(keys))),
-            field(|p| p.s, |e| e.lo),
-            field(|p| p.n, |e| e.n),
-            field(|p| p.t, |e| e.t),
-            moment(|e| e.nd),
-            moment(|e| e.nd2),
-            moment(|e| e.td),
-            moment(|e| e.td2),
-        ])
+        let sts: Vec<Cow<'_, FitState>> =
+            self.groups[range].iter().map(|st| st.settled()).collect();
+        let class_rows = [0, 1].map(|c| {
+            let rows: Vec<Cow<'_, [f64]>> = sts.iter().map(|st| st.class_rows(c)).collect();
+            let offsets = OffsetBuffer::from_lengths(rows.iter().map(|r| r.len()));
+            let values: Vec<f64> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+            list_array(offsets, Arc::new(Float64Array::from(values)))
+        });
+        Ok(Self::state_of(&sts, class_rows))
     }
 
+    /// [`Kernel::state`] after settling the groups, moving their kept rows out: one group's
+    /// own rows become the lists' buffers without a copy (a partition's state); several are
+    /// concatenated, each group's freed once copied.
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.sort_appended(range.clone());
-        self.state(range)
+        self.settle(range.clone());
+        let mut rows: [Vec<Vec<f64>>; 2] = Default::default();
+        for st in &mut self.groups[range.clone()] {
+            let before = st.len_bytes();
+            let taken = st
+                .take_class_rows()
+                .unwrap_or_else(|| [0, 1].map(|c| st.class_rows(c).into_owned()));
+            self.bytes = (self.bytes + st.len_bytes()).saturating_sub(before);
+            for (list, v) in rows.iter_mut().zip(taken) {
+                list.push(v);
+            }
+        }
+        let class_rows = rows.map(|mut lists| -> ArrayRef {
+            let offsets = OffsetBuffer::from_lengths(lists.iter().map(Vec::len));
+            let values = if lists.len() == 1 {
+                lists.pop().unwrap_or_default()
+            } else {
+                let mut all = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+                for v in lists {
+                    all.extend_from_slice(&v);
+                }
+                all
+            };
+            list_array(offsets, Arc::new(Float64Array::from(values)))
+        });
+        let sts: Vec<Cow<'_, FitState>> = self.groups[range].iter().map(Cow::Borrowed).collect();
+        Ok(Self::state_of(&sts, class_rows))
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        self.sort_appended(range.clone());
+        self.settle(range.clone());
         let models: Vec<Option<Model>> = self.groups[range]
             .iter()
             .map(|st| self.finish(st))
@@ -404,8 +477,9 @@ mod tests {
     use crate::fit::NONPARAMETRIC_EXACT_CAP;
     use arrow::array::Int8Array;
 
-    /// A partial state whose exact points hold a value no row could make (a NaN or infinite
-    /// score, a negative or NaN row count, a NaN target) is refused by name, not merged.
+    /// A partial state whose exact points or kept rows hold a value no row could make (a NaN
+    /// or infinite score, a negative or NaN row count, a NaN target) is refused by name, not
+    /// merged; a state stored before the rows were kept (without their two fields) merges.
     #[test]
     fn a_point_no_row_could_make_is_refused() {
         let settings = Settings {
@@ -420,14 +494,20 @@ mod tests {
         let s: ArrayRef = Arc::new(Float64Array::from(vec![0.1, 0.5, 0.9]));
         let y: ArrayRef = Arc::new(Int8Array::from(vec![0, 1, 1]));
         source.update(&[s, y], &[0, 0, 0], None).unwrap();
+        // Points as a merged state's: (score, rows, Σ target).
+        source.groups[0].add_sorted_points(&[0.2, 0.4], &[2.0, 3.0], &[1.0, 2.5]);
+        source.groups[0].rows += 5;
         let state = source.take_state(0..1).unwrap();
-        // Field 5, 6, 7: the points' scores, rows and targets.
+        // Field 5, 6, 7: the points' scores, rows and targets; 12, 13: the kept rows' scores
+        // of each class.
         for (field, bad) in [
             (5, f64::NAN),
             (5, f64::INFINITY),
             (6, -1.0),
             (6, f64::NAN),
             (7, f64::NAN),
+            (12, f64::NAN),
+            (13, f64::NEG_INFINITY),
         ] {
             let list = state[field].as_list::<i32>();
             let mut values = list
@@ -435,7 +515,7 @@ mod tests {
                 .as_primitive::<Float64Type>()
                 .values()
                 .to_vec();
-            values[1] = bad;
+            *values.last_mut().expect("a value") = bad;
             let mut tampered = state.clone();
             tampered[field] =
                 list_array(list.offsets().clone(), Arc::new(Float64Array::from(values)));
@@ -451,6 +531,27 @@ mod tests {
         let mut target = kernel();
         target.resize(1);
         target.merge(&state, &[0]).unwrap();
-        assert_eq!(target.groups[0].rows, 3);
+        assert_eq!(target.groups[0].rows, 8);
+        let points = |st: &FitState| -> Vec<(f64, f64, f64)> { st.sorted_points() };
+        target.settle(0..1);
+        assert_eq!(
+            points(&target.groups[0]),
+            [
+                (0.1, 1.0, 0.0),
+                (0.2, 2.0, 1.0),
+                (0.4, 3.0, 2.5),
+                (0.5, 1.0, 1.0),
+                (0.9, 1.0, 1.0)
+            ]
+        );
+        // Without the kept rows' fields: the points alone.
+        let mut earlier = kernel();
+        earlier.resize(1);
+        earlier.merge(&state[..12], &[0]).unwrap();
+        earlier.settle(0..1);
+        assert_eq!(
+            points(&earlier.groups[0]),
+            [(0.2, 2.0, 1.0), (0.4, 3.0, 2.5)]
+        );
     }
 }

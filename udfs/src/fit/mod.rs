@@ -207,6 +207,11 @@ impl Method {
     }
 }
 
+/// The fields of [`fit_state_fields`] added after the first stored states: each class's kept
+/// rows (`neg_s`, `pos_s`). A stored state without them merges as one whose rows are all in
+/// its points.
+pub(crate) const STATE_FIELDS_ADDED: usize = 2;
+
 /// The partial state of a fit (see `kernel::FitKernel::state`), one row per group.
 pub(crate) fn fit_state_fields(name: &str) -> Vec<FieldRef> {
     let f = |n: &str, t: DataType| Arc::new(Field::new(format_state_name(name, n), t, true));
@@ -223,6 +228,8 @@ pub(crate) fn fit_state_fields(name: &str) -> Vec<FieldRef> {
         f("nd2", f64_list_type()),
         f("td", f64_list_type()),
         f("td2", f64_list_type()),
+        f("neg_s", f64_list_type()),
+        f("pos_s", f64_list_type()),
     ]
 }
 

@@ -3,28 +3,37 @@
 //! The exact mode holds its points one of two ways. The parametric fits (a cap of 65,536)
 //! hash each row into its point. The fits that keep millions of distinct scores (the
 //! non-parametric ones, [`super::NONPARAMETRIC_EXACT_CAP`]) and the field-aware ones (one
-//! state per field value, thousands of them) append rows as they come
-//! ([`Appended`]: 8 bytes a row whose target is 0 or 1) and sort them into their ascending
-//! points only when the appended rows are [`APPENDED_PER_POINT`] times the points, or the
-//! state is handed on or read: hashing each row into a table of millions of entries (or into
-//! the table of one of thousands of field values) is a cache miss a row, and sorting is not.
+//! state per field value, thousands of them) keep rows ([`Appended`]): hashing each row into
+//! a table of millions of entries (or into the table of one of thousands of field values) is
+//! a cache miss a row, and appending is not.
+//!
+//! A kept row whose target is 0 or 1 is its 8-byte score in its class's list, a third of a
+//! point (score, Σ1, Σt). The lists stay rows while their scores are mostly distinct, and are
+//! handed on sorted, one list a class; a merged state's lists are kept where they lie, in the
+//! state's Arrow buffer. Rows whose scores repeat are collapsed into ascending points, and so
+//! are rows with an IPS target and merged states' points.
 
 use std::borrow::Cow;
 
+use arrow::buffer::ScalarBuffer;
 use datafusion_common::{internal_err, Result};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
 use super::grid::{Entry, Grid};
-use crate::values::sort_f64;
+use crate::values::{class_runs, is_sorted_f64, make_room, sort_f64, Tally, MIN_RUN};
 
-/// A state that keeps rows sorts its appended rows into its points when they are this many
-/// times its points (or [`MIN_APPENDED`], if more): each row is merged about 1.25 times
-/// over the state's life, and rows that repeat a few scores are collapsed before they take
-/// more room than the points would.
+/// Points of merged states and rows with an IPS target are sorted into the points when they
+/// are this many times the points (or [`MIN_APPENDED`], if more): each is merged about 1.25
+/// times over the state's life.
 const APPENDED_PER_POINT: usize = 4;
-/// See [`APPENDED_PER_POINT`].
+/// See [`APPENDED_PER_POINT`] and [`Appended::due`].
 const MIN_APPENDED: usize = 4096;
+/// Newest rows of each class a state sorts to see whether its rows repeat their scores.
+const SAMPLE_ROWS: usize = 1 << 15;
+/// Most ascending parts (the own list and merged runs) a class is read in where they lie;
+/// past it they are copied into the own list and sorted with it.
+const MAX_PARTS: usize = 4;
 
 /// One distinct score of an exact-mode state and its sums.
 #[derive(Debug, Clone, Copy)]
@@ -34,63 +43,164 @@ pub(super) struct Point {
     pub(super) t: f64,
 }
 
-/// Rows appended to an exact state that keeps rows, not yet sorted into its points.
-#[derive(Debug, Default)]
+/// The single rows of one class (target 0 or 1) that a state keeps as rows.
+#[derive(Debug, Default, Clone)]
+struct ClassRows {
+    /// Scores appended as they come (ascending once the state is settled).
+    own: Vec<f64>,
+    /// Ascending slices of merged states' buffers, kept without a copy.
+    runs: Vec<ScalarBuffer<f64>>,
+}
+
+impl ClassRows {
+    fn len(&self) -> usize {
+        self.own.len() + self.runs.iter().map(|r| r.len()).sum::<usize>()
+    }
+
+    fn bytes(&self) -> usize {
+        (self.own.capacity() + self.runs.iter().map(|r| r.len()).sum::<usize>()) * size_of::<f64>()
+    }
+
+    /// The own list, then the runs.
+    fn parts(&self) -> Vec<&[f64]> {
+        std::iter::once(&self.own[..])
+            .chain(self.runs.iter().map(|r| &r[..]))
+            .filter(|p| !p.is_empty())
+            .collect()
+    }
+
+    /// Sorts the own list; runs that are not ascending (a stored state is user data), or
+    /// past [`MAX_PARTS`], are copied into it first.
+    fn sort(&mut self) {
+        if self.runs.len() + 1 > MAX_PARTS || !self.runs.iter().all(|r| is_sorted_f64(r)) {
+            self.own
+                .reserve_exact(self.runs.iter().map(|r| r.len()).sum());
+            for r in std::mem::take(&mut self.runs) {
+                self.own.extend_from_slice(&r);
+            }
+        }
+        sort_f64(&mut self.own);
+    }
+
+    /// The rows as one ascending list: borrowed when they are one part (call on sorted rows).
+    fn ascending(&self) -> Cow<'_, [f64]> {
+        match self.parts()[..] {
+            [] => Cow::Borrowed(&[]),
+            [one] => Cow::Borrowed(one),
+            ref parts => {
+                let mut out = Vec::with_capacity(self.len());
+                let none = Tally::default();
+                for (s, k) in class_runs(parts, &none) {
+                    out.extend(std::iter::repeat_n(s, k as usize));
+                }
+                Cow::Owned(out)
+            }
+        }
+    }
+}
+
+/// What a state that keeps rows holds besides its points.
+#[derive(Debug, Default, Clone)]
 pub(super) struct Appended {
-    /// Scores of single rows with target 0, and with target 1.
-    class: [Vec<f64>; 2],
-    /// Every other (score, Σ1, Σt): rows with an IPS target, points of merged states.
+    /// Single rows with target 0, and with target 1.
+    class: [ClassRows; 2],
+    /// Own rows (both classes) when the state last looked at them and found their scores
+    /// mostly distinct.
+    looked: usize,
+    /// Whether the rows are as they are handed on: each class's parts ascending (at most
+    /// [`MAX_PARTS`]) and `other` sorted into the points.
+    settled: bool,
+    /// Every other (score, Σ1, Σt), unsorted: rows with an IPS target, merged states'
+    /// points.
     other: Vec<Point>,
 }
 
 impl Appended {
+    fn rows(&self) -> usize {
+        self.class[0].len() + self.class[1].len()
+    }
+
+    fn own(&self) -> usize {
+        self.class[0].own.len() + self.class[1].own.len()
+    }
+
     fn len(&self) -> usize {
-        self.class[0].len() + self.class[1].len() + self.other.len()
+        self.rows() + self.other.len()
     }
 
     fn bytes(&self) -> usize {
-        (self.class[0].capacity() + self.class[1].capacity()) * size_of::<f64>()
-            + self.other.capacity() * size_of::<Point>()
+        self.class[0].bytes() + self.class[1].bytes() + self.other.capacity() * size_of::<Point>()
     }
 
     #[inline]
     fn push(&mut self, s: f64, n: f64, t: f64) {
         if n == 1.0 && (t == 0.0 || t == 1.0) {
-            self.class[(t == 1.0) as usize].push(s);
+            // Grown by an eighth past 1M rows: the pool is told the capacity.
+            let own = &mut self.class[(t == 1.0) as usize].own;
+            make_room(own, 1);
+            own.push(s);
         } else {
             self.other.push(Point { s, n, t });
         }
+        self.settled = false;
     }
 
+    /// Whether the state should look at what it appended ([`FitState::look`]): its own rows
+    /// have doubled since it last looked (at least [`MIN_APPENDED`] new ones), or `other`
+    /// has reached [`APPENDED_PER_POINT`] times the points.
+    #[inline]
+    fn due(&self, points: usize) -> bool {
+        self.own() - self.looked >= MIN_APPENDED.max(self.looked)
+            || self.other.len() >= MIN_APPENDED.max(APPENDED_PER_POINT * points)
+    }
+
+    /// Whether the newest own rows repeat their scores enough that points would take less
+    /// room than rows (a point is three rows' bytes): the newest [`SAMPLE_ROWS`] of each
+    /// class, sorted on a copy, hold at most a third as many distinct scores as rows.
+    fn rows_repeat(&self) -> bool {
+        let newest = |c: usize| {
+            let own = &self.class[c].own;
+            &own[own.len().saturating_sub(SAMPLE_ROWS)..]
+        };
+        let mut sample = [newest(0).to_vec(), newest(1).to_vec()];
+        sample.iter_mut().for_each(|v| sort_f64(v));
+        let none = Tally::default();
+        let distinct: usize = sample
+            .iter()
+            .map(|v| class_runs(&[&v[..]], &none).count())
+            .sum();
+        3 * distinct <= sample[0].len() + sample[1].len()
+    }
+
+    /// Sorts each class and `other` (stably: merged states' points come as ascending runs,
+    /// which the sort merges as they are).
     fn sort(&mut self) {
-        sort_f64(&mut self.class[0]);
-        sort_f64(&mut self.class[1]);
-        // Stable: the merged states' points come as ascending runs, which it merges as they
-        // are rather than sorting them again.
+        self.class.iter_mut().for_each(ClassRows::sort);
         self.other.sort_by(|a, b| a.s.total_cmp(&b.s));
-    }
-
-    fn clear(&mut self) {
-        self.class[0].clear();
-        self.class[1].clear();
-        self.other.clear();
     }
 }
 
-/// Calls `out` with one point per distinct score of `points` (ascending, distinct) and of
-/// the sorted appended rows `a`, in ascending order, their sums added.
-fn merge_sorted(points: &[Point], a: &Appended, mut out: impl FnMut(Point)) {
+/// Calls `out` with one point per distinct score of the ascending sources, in ascending
+/// order, their sums added: `points` (distinct), each class's ascending parts (a row each:
+/// Σ1 = 1, Σt = its class) and `other`.
+fn merge_sorted(
+    points: &[Point],
+    classes: [&[&[f64]]; 2],
+    other: &[Point],
+    mut out: impl FnMut(Point),
+) {
     // Scores are finite, so infinity marks a source read to its end.
     const END: f64 = f64::INFINITY;
-    let [neg, pos] = &a.class;
-    let other = &a.other;
-    let (mut i, mut j, mut k, mut l) = (0, 0, 0, 0);
+    let none = Tally::default();
+    let mut neg = class_runs(classes[0], &none).peekable();
+    let mut pos = class_runs(classes[1], &none).peekable();
+    let (mut i, mut l) = (0, 0);
     loop {
         let s = points
             .get(i)
             .map_or(END, |p| p.s)
-            .min(neg.get(j).copied().unwrap_or(END))
-            .min(pos.get(k).copied().unwrap_or(END))
+            .min(neg.peek().map_or(END, |r| r.0))
+            .min(pos.peek().map_or(END, |r| r.0))
             .min(other.get(l).map_or(END, |p| p.s));
         if s == END {
             return;
@@ -101,14 +211,12 @@ fn merge_sorted(points: &[Point], a: &Appended, mut out: impl FnMut(Point)) {
             p.t += q.t;
             i += 1;
         }
-        while neg.get(j) == Some(&s) {
-            p.n += 1.0;
-            j += 1;
+        if let Some((_, k)) = neg.next_if(|r| r.0 == s) {
+            p.n += k as f64;
         }
-        while pos.get(k) == Some(&s) {
-            p.n += 1.0;
-            p.t += 1.0;
-            k += 1;
+        if let Some((_, k)) = pos.next_if(|r| r.0 == s) {
+            p.n += k as f64;
+            p.t += k as f64;
         }
         while let Some(q) = other.get(l).filter(|q| q.s == s) {
             p.n += q.n;
@@ -119,7 +227,7 @@ fn merge_sorted(points: &[Point], a: &Appended, mut out: impl FnMut(Point)) {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct FitState {
     /// Exact mode: one point per distinct score. Hashed, they are found through `index`
     /// (positions in `points`, hashed by the score's bits) — about 30 bytes a score, since
@@ -127,7 +235,7 @@ pub(crate) struct FitState {
     /// In a state that keeps rows, `index` stays empty and `points` are ascending.
     pub(super) index: HashTable<u32>,
     pub(super) points: Vec<Point>,
-    /// A state that keeps rows: the rows appended since its points were last sorted
+    /// A state that keeps rows: its rows, and what waits to be sorted into its points
     /// (`None` for a hashed state, and in grid mode).
     pub(super) appended: Option<Box<Appended>>,
     pub(super) hasher: DefaultHashBuilder,
@@ -144,8 +252,8 @@ pub(crate) struct FitState {
 
 impl FitState {
     /// An empty state that keeps up to `cap` distinct scores exactly, then switches to a
-    /// grid of 2^`grid_bits` cells per power of two; `keeps_rows`: appended and sorted
-    /// rather than hashed (see the module documentation).
+    /// grid of 2^`grid_bits` cells per power of two; `keeps_rows`: rows kept rather than
+    /// hashed (see the module documentation).
     pub(super) fn new(cap: usize, grid_bits: u32, keeps_rows: bool) -> Self {
         Self {
             cap,
@@ -188,7 +296,9 @@ impl FitState {
         let s = if s == 0.0 { 0.0 } else { s }; // -0.0 and 0.0 are one score
         if let Some(a) = &mut self.appended {
             a.push(s, n, t);
-            self.sort_appended_if_due();
+            if a.due(self.points.len()) {
+                self.look();
+            }
             return;
         }
         let bits = s.to_bits();
@@ -232,49 +342,187 @@ impl FitState {
         Ok(())
     }
 
-    /// Sorts the appended rows into the points of a state that keeps rows, or, when that
-    /// makes more than `cap` distinct scores, switches to the grid. Called when the appended
-    /// rows are due (see [`APPENDED_PER_POINT`]), and before the state is handed on or read.
-    pub(crate) fn sort_appended(&mut self) {
+    /// Adds a merged state's rows of class `c` (finite scores, ascending unless the state
+    /// was tampered with): `values[span]`. A span of at least [`MIN_RUN`] rows is kept
+    /// where it lies, as a run; a shorter one is copied.
+    pub(super) fn add_class_rows(
+        &mut self,
+        c: usize,
+        values: &ScalarBuffer<f64>,
+        span: (usize, usize),
+    ) {
+        let (start, len) = span;
+        if len == 0 {
+            return;
+        }
+        if let Some(grid) = &mut self.grid {
+            for &s in &values[start..start + len] {
+                grid.add(s, 1.0, c as f64);
+            }
+            return;
+        }
+        let Some(a) = &mut self.appended else {
+            for i in start..start + len {
+                self.add_point(values[i], 1.0, c as f64);
+            }
+            return;
+        };
+        if len >= MIN_RUN {
+            a.class[c].runs.push(values.slice(start, len));
+        } else {
+            make_room(&mut a.class[c].own, len);
+            a.class[c]
+                .own
+                .extend_from_slice(&values[start..start + len]);
+        }
+        a.settled = false;
+        if a.due(self.points.len()) {
+            self.look();
+        }
+    }
+
+    /// Looks at what a state that keeps rows has appended ([`Appended::due`]): past the cap
+    /// it counts its distinct scores (switching to the grid past it); rows whose scores
+    /// repeat are collapsed into points ([`Appended::rows_repeat`]), and so is `other`
+    /// when it is due; mostly distinct rows stay rows.
+    fn look(&mut self) {
         let Some(a) = &mut self.appended else {
             return;
         };
-        if a.len() == 0 {
-            return;
+        let own = a.own();
+        let rows_due = own - a.looked >= MIN_APPENDED.max(a.looked);
+        let collapse_rows = rows_due && a.rows_repeat();
+        if rows_due && !collapse_rows {
+            a.looked = own;
         }
-        a.sort();
-        // Counted first when the points may pass the cap, so that a state about to switch
-        // to the grid does not first build the list it would drop.
         if self.points.len() + a.len() > self.cap {
-            let mut distinct = 0;
-            merge_sorted(&self.points, a, |_| distinct += 1);
-            if distinct > self.cap {
+            a.sort();
+            if self.distinct() > self.cap {
                 self.switch_to_grid();
                 return;
             }
         }
-        let mut merged = Vec::with_capacity(self.points.len() + a.len());
-        merge_sorted(&self.points, a, |p| merged.push(p));
-        a.clear();
-        self.points = merged;
-    }
-
-    /// Sorts the appended rows in once they are [`APPENDED_PER_POINT`] times the points.
-    #[inline]
-    fn sort_appended_if_due(&mut self) {
-        if let Some(a) = &self.appended {
-            if a.len() >= (APPENDED_PER_POINT * self.points.len()).max(MIN_APPENDED) {
-                self.sort_appended();
-            }
+        let Some(a) = &self.appended else {
+            return;
+        };
+        if collapse_rows
+            || a.other.len() >= MIN_APPENDED.max(APPENDED_PER_POINT * self.points.len())
+        {
+            self.collapse(collapse_rows);
         }
     }
 
+    /// The distinct scores of the points and the sorted rows and `other` (call after
+    /// [`Appended::sort`]).
+    fn distinct(&self) -> usize {
+        let Some(a) = &self.appended else {
+            return self.points.len();
+        };
+        let classes = [a.class[0].parts(), a.class[1].parts()];
+        let mut distinct = 0;
+        merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |_| {
+            distinct += 1
+        });
+        distinct
+    }
+
+    /// Sorts `other` (and, with `rows_too`, the rows) into the points; past the cap, switches
+    /// to the grid instead.
+    fn collapse(&mut self, rows_too: bool) {
+        let Some(a) = &mut self.appended else {
+            return;
+        };
+        a.other.sort_by(|p, q| p.s.total_cmp(&q.s));
+        if rows_too {
+            a.class.iter_mut().for_each(ClassRows::sort);
+        }
+        let classes = match rows_too {
+            true => [a.class[0].parts(), a.class[1].parts()],
+            false => [vec![], vec![]],
+        };
+        let mut merged = vec![];
+        let mut distinct = 0;
+        merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |_| {
+            distinct += 1
+        });
+        if distinct > self.cap {
+            self.switch_to_grid();
+            return;
+        }
+        merged.reserve_exact(distinct);
+        merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |p| {
+            merged.push(p)
+        });
+        drop(classes);
+        a.other.clear();
+        if rows_too {
+            a.class = Default::default();
+            a.looked = 0;
+        }
+        self.points = merged;
+    }
+
+    /// Brings a state that keeps rows to the form it is handed on and read in: each class's
+    /// rows ascending, `other` sorted into the points; past the cap, the grid. Called before
+    /// the state is handed on or read.
+    pub(crate) fn settle(&mut self) {
+        let Some(a) = &mut self.appended else {
+            return;
+        };
+        if a.settled {
+            return;
+        }
+        a.sort();
+        if self.points.len() + a.len() > self.cap && self.distinct() > self.cap {
+            self.switch_to_grid();
+            return;
+        }
+        if self.appended.as_ref().is_some_and(|a| !a.other.is_empty()) {
+            self.collapse(false);
+        }
+        if let Some(a) = &mut self.appended {
+            a.settled = true;
+        }
+    }
+
+    /// The state as it is handed on: itself when settled (or hashed, or a grid), else a
+    /// settled copy.
+    pub(super) fn settled(&self) -> Cow<'_, FitState> {
+        match &self.appended {
+            Some(a) if !a.settled => {
+                let mut copy = self.clone();
+                copy.settle();
+                Cow::Owned(copy)
+            }
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    /// A settled state's rows of class `c`, ascending (empty for a hashed or grid state).
+    pub(super) fn class_rows(&self, c: usize) -> Cow<'_, [f64]> {
+        match &self.appended {
+            Some(a) => a.class[c].ascending(),
+            None => Cow::Borrowed(&[]),
+        }
+    }
+
+    /// Moves a settled state's rows out when each class is one own list (the common case of
+    /// a partition's state): the lists, ascending, without a copy.
+    pub(super) fn take_class_rows(&mut self) -> Option<[Vec<f64>; 2]> {
+        let a = self.appended.as_mut()?;
+        if !a.settled || a.class.iter().any(|c| !c.runs.is_empty()) {
+            return None;
+        }
+        a.looked = 0;
+        Some(a.class.each_mut().map(|c| std::mem::take(&mut c.own)))
+    }
+
     /// Adds a merged state's exact points (ascending, one per score) to a state that keeps
-    /// rows: they become the points of a state that has none yet, or are appended as one
+    /// rows: they become the points of a state that has none yet, or wait in `other` as one
     /// run, which the sort finds and merges as it is.
     pub(super) fn add_sorted_points(&mut self, s: &[f64], n: &[f64], t: &[f64]) {
         if let Some(a) = &mut self.appended {
-            if self.points.is_empty() && a.len() == 0 && s.windows(2).all(|w| w[0] < w[1]) {
+            if self.points.is_empty() && a.other.is_empty() && s.windows(2).all(|w| w[0] < w[1]) {
                 self.points = (0..s.len())
                     .map(|i| Point {
                         s: s[i],
@@ -292,7 +540,10 @@ impl FitState {
                 n: n[i],
                 t: t[i],
             }));
-            self.sort_appended_if_due();
+            a.settled = false;
+            if a.due(self.points.len()) {
+                self.look();
+            }
         } else {
             for i in 0..s.len() {
                 self.add_point(s[i], n[i], t[i]);
@@ -300,7 +551,7 @@ impl FitState {
         }
     }
 
-    /// Switches from exact points (and appended rows) to the grid.
+    /// Switches from exact points (and kept rows) to the grid.
     pub(super) fn switch_to_grid(&mut self) {
         let old = std::mem::take(&mut self.points);
         let appended = self.appended.take();
@@ -310,9 +561,11 @@ impl FitState {
             grid.add(p.s, p.n, p.t);
         }
         if let Some(a) = appended {
-            for (c, scores) in a.class.iter().enumerate() {
-                for &s in scores {
-                    grid.add(s, 1.0, c as f64);
+            for (c, rows) in a.class.iter().enumerate() {
+                for part in rows.parts() {
+                    for &s in part {
+                        grid.add(s, 1.0, c as f64);
+                    }
                 }
             }
             for p in &a.other {
@@ -322,18 +575,25 @@ impl FitState {
         self.grid = Some(grid);
     }
 
-    /// The exact points: ascending in a state that keeps rows (the appended rows sorted in,
-    /// on a copy, when there are any), in arrival order in a hashed one.
+    /// The exact points: ascending in a state that keeps rows (its rows and `other` merged
+    /// in, sorted on a copy unless settled), in arrival order in a hashed one.
     pub(super) fn exact_points(&self) -> Cow<'_, [Point]> {
         match &self.appended {
             Some(a) if a.len() > 0 => {
-                let mut a = Appended {
-                    class: a.class.clone(),
-                    other: a.other.clone(),
+                let sorted;
+                let a = if a.settled {
+                    a
+                } else {
+                    let mut copy = (**a).clone();
+                    copy.sort();
+                    sorted = copy;
+                    &sorted
                 };
-                a.sort();
+                let classes = [a.class[0].parts(), a.class[1].parts()];
                 let mut merged = Vec::with_capacity(self.points.len() + a.len());
-                merge_sorted(&self.points, &a, |p| merged.push(p));
+                merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |p| {
+                    merged.push(p)
+                });
                 Cow::Owned(merged)
             }
             _ => Cow::Borrowed(&self.points),
@@ -476,19 +736,19 @@ mod tests {
             hashed.add_point(s, n, t);
             appended.add_point(s, n, t);
         }
-        appended.sort_appended();
+        appended.settle();
         let mut merged = FitState::new(cap, FINE_BITS, true);
         for part in rows.chunks(25_000) {
             let mut st = FitState::new(cap, FINE_BITS, true);
             for &(s, n, t) in part {
                 st.add_point(s, n, t);
             }
-            st.sort_appended();
+            st.settle();
             let p = st.exact_points();
             let col = |f: fn(&Point) -> f64| p.iter().map(f).collect::<Vec<_>>();
             merged.add_sorted_points(&col(|p| p.s), &col(|p| p.n), &col(|p| p.t));
         }
-        merged.sort_appended();
+        merged.settle();
         let want = hashed.sorted_points();
         assert!(want.len() > 30_000, "mostly distinct: {}", want.len());
         for got in [appended.sorted_points(), merged.sorted_points()] {
@@ -506,6 +766,66 @@ mod tests {
         );
     }
 
+    /// Rows handed on as each class's sorted list and merged where they lie (runs of at
+    /// least `MIN_RUN` rows, shorter spans copied) give the hashed state's points; rows that
+    /// repeat few scores are collapsed into points as they come, and mostly distinct rows
+    /// stay rows. Compares two representations in this crate, as the test above.
+    #[test]
+    fn kept_rows_hand_on_and_collapse() {
+        let rows = rows();
+        let cap = 1_000_000;
+        let mut hashed = FitState::new(cap, FINE_BITS, false);
+        for &(s, n, t) in &rows {
+            hashed.add_point(s, n, t);
+        }
+        let mut merged = FitState::new(cap, FINE_BITS, true);
+        for part in rows.chunks(25_000) {
+            let mut st = FitState::new(cap, FINE_BITS, true);
+            for &(s, n, t) in part {
+                st.add_point(s, n, t);
+            }
+            st.settle();
+            let p = st.points.clone();
+            let col = |f: fn(&Point) -> f64| p.iter().map(f).collect::<Vec<_>>();
+            merged.add_sorted_points(&col(|p| p.s), &col(|p| p.n), &col(|p| p.t));
+            let [neg, pos] = st.take_class_rows().expect("one own list a class");
+            assert!(
+                neg.len() + pos.len() > part.len() / 2,
+                "distinct rows stay rows"
+            );
+            for (c, v) in [neg, pos].into_iter().enumerate() {
+                let v = ScalarBuffer::from(v);
+                // A short span is copied, the rest kept as a run.
+                let short = v.len().min(MIN_RUN - 1);
+                merged.add_class_rows(c, &v, (0, short));
+                merged.add_class_rows(c, &v, (short, v.len() - short));
+            }
+        }
+        merged.settle();
+        let want = hashed.sorted_points();
+        let got = merged.sorted_points();
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!((g.0.to_bits(), g.1), (w.0.to_bits(), w.1), "{g:?} {w:?}");
+            assert!((g.2 - w.2).abs() <= 1e-12 * w.2.abs(), "{g:?} {w:?}");
+        }
+        // 200,000 rows of 1,000 scores: collapsed into 1,000 points as they come.
+        let mut repeating = FitState::new(cap, FINE_BITS, true);
+        for i in 0..200_000u64 {
+            repeating.add_point(
+                (i * 7 % 1000) as f64 / 1000.0,
+                1.0,
+                (i % 3 == 0) as u8 as f64,
+            );
+        }
+        let kept = repeating.appended.as_ref().map_or(0, |a| a.rows());
+        assert!(kept < 2 * MIN_APPENDED, "rows kept: {kept}");
+        repeating.settle();
+        let pts = repeating.sorted_points();
+        assert_eq!(pts.len(), 1000);
+        assert_eq!(pts.iter().map(|p| p.1).sum::<f64>(), 200_000.0);
+    }
+
     /// Past the cap, an appended state switches to the grid at the same count of distinct
     /// scores as a hashed one, whether it sees its rows one by one or sorted in at once.
     #[test]
@@ -520,7 +840,7 @@ mod tests {
                     st.observe_range(s, s);
                 }
             }
-            appended.sort_appended();
+            appended.settle();
             assert!(hashed.is_grid() && appended.is_grid(), "cap {cap}");
             let (a, b) = (hashed.sorted_points(), appended.sorted_points());
             assert_eq!(a.len(), b.len(), "cap {cap}");
@@ -538,7 +858,7 @@ mod tests {
         for &(s, n, t) in &rows {
             st.add_point(s, n, t);
         }
-        st.sort_appended();
+        st.settle();
         assert!(!st.is_grid());
     }
 }

@@ -105,9 +105,35 @@ function, or in another format are an error naming both.{retract}"
         let DataType::Struct(want) = &expected else {
             unreachable!()
         };
-        let same_layout = names(&arg_types[0]) == names(&expected)
-            && fields.find("state").map(|(_, f)| names(f.data_type()))
-                == want.find("state").map(|(_, f)| names(f.data_type()));
+        let state_names = |f: &Fields| f.find("state").map(|(_, f)| names(f.data_type()));
+        // A stored state of an earlier layout of F, without the fields added since: the
+        // state struct F has, cut to the fields it holds.
+        let (got, wanted) = (state_names(fields), state_names(want));
+        let earlier = match (&got, &wanted) {
+            (Some(got), Some(wanted)) => {
+                let added = self.inner.state_fields_added();
+                got.len() < wanted.len()
+                    && got.len() + added >= wanted.len()
+                    && wanted.starts_with(got)
+            }
+            _ => false,
+        };
+        if names(&arg_types[0]) == names(&expected) && earlier {
+            let cut = got.map_or(0, |g| g.len());
+            return Ok(DataType::Struct(
+                want.iter()
+                    .map(|f| match (f.name().as_str(), f.data_type()) {
+                        ("state", DataType::Struct(inner)) => Arc::new(Field::new(
+                            "state",
+                            DataType::Struct(inner.iter().take(cut).cloned().collect()),
+                            true,
+                        )),
+                        _ => Arc::clone(f),
+                    })
+                    .collect(),
+            ));
+        }
+        let same_layout = names(&arg_types[0]) == names(&expected) && got == wanted;
         if !same_layout {
             let state = fields.find("state").map(|(_, f)| f.data_type().to_string());
             // The registry knows every state layout: name the functions that make this one.

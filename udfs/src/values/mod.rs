@@ -52,7 +52,7 @@ const LARGE_ROWS: usize = 1 << 20;
 /// resizes in place (`mremap`), so the smaller steps copy little. Smaller vectors double as
 /// usual.
 #[inline]
-fn make_room(v: &mut Vec<f64>, extra: usize) {
+pub(crate) fn make_room(v: &mut Vec<f64>, extra: usize) {
     if v.len() + extra > v.capacity() && v.len() >= LARGE_ROWS {
         v.reserve_exact(extra.max(v.len() / 8));
     }
