@@ -150,7 +150,7 @@ impl Appended {
     /// has reached [`APPENDED_PER_POINT`] times the points.
     #[inline]
     fn due(&self, points: usize) -> bool {
-        self.own() - self.looked >= MIN_APPENDED.max(self.looked)
+        self.own().saturating_sub(self.looked) >= MIN_APPENDED.max(self.looked)
             || self.other.len() >= MIN_APPENDED.max(APPENDED_PER_POINT * points)
     }
 
@@ -390,7 +390,7 @@ impl FitState {
             return;
         };
         let own = a.own();
-        let rows_due = own - a.looked >= MIN_APPENDED.max(a.looked);
+        let rows_due = own.saturating_sub(a.looked) >= MIN_APPENDED.max(a.looked);
         let collapse_rows = rows_due && a.rows_repeat();
         if rows_due && !collapse_rows {
             a.looked = own;
@@ -440,7 +440,8 @@ impl FitState {
             true => [a.class[0].parts(), a.class[1].parts()],
             false => [vec![], vec![]],
         };
-        let mut merged = vec![];
+        // Counted first: the merged list is reserved exactly (rows that repeat collapse to
+        // far fewer points), and a state past the cap goes to the grid without building it.
         let mut distinct = 0;
         merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |_| {
             distinct += 1
@@ -449,7 +450,7 @@ impl FitState {
             self.switch_to_grid();
             return;
         }
-        merged.reserve_exact(distinct);
+        let mut merged = Vec::with_capacity(distinct);
         merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |p| {
             merged.push(p)
         });
