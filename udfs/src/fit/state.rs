@@ -722,13 +722,15 @@ mod tests {
             .collect()
     }
 
-    /// The appended state (its rows added one by one, and as three partial states merged as
-    /// sorted runs) against the hashed state, which is the code the fits used before: the
-    /// same points, counts exactly and targets to 1e-12 (float sums in another order). This
-    /// compares two representations in this crate with each other; the fits' values are
-    /// checked against scikit-learn, numpy and netcal in tests/fits.
+    /// The state that keeps rows against the hashed state, which is the code the fits used
+    /// before: its rows added one by one; three partial states' exact points merged as
+    /// sorted runs; and the same partial states handed on as they are (their points, and
+    /// each class's sorted rows merged where they lie: runs of at least `MIN_RUN` rows,
+    /// shorter spans copied). The same points, counts exactly and targets to 1e-12 (float
+    /// sums in another order). This compares representations in this crate with each other;
+    /// the fits' values are checked against scikit-learn, numpy and netcal in tests/fits.
     #[test]
-    fn appended_rows_sort_into_the_hashed_points() {
+    fn kept_rows_give_the_hashed_points() {
         let rows = rows();
         let cap = 1_000_000;
         let mut hashed = FitState::new(cap, FINE_BITS, false);
@@ -739,20 +741,45 @@ mod tests {
         }
         appended.settle();
         let mut merged = FitState::new(cap, FINE_BITS, true);
+        let mut handed_on = FitState::new(cap, FINE_BITS, true);
         for part in rows.chunks(25_000) {
             let mut st = FitState::new(cap, FINE_BITS, true);
             for &(s, n, t) in part {
                 st.add_point(s, n, t);
             }
             st.settle();
-            let p = st.exact_points();
-            let col = |f: fn(&Point) -> f64| p.iter().map(f).collect::<Vec<_>>();
-            merged.add_sorted_points(&col(|p| p.s), &col(|p| p.n), &col(|p| p.t));
+            let columns = |p: &[Point]| -> [Vec<f64>; 3] {
+                [
+                    p.iter().map(|p| p.s).collect(),
+                    p.iter().map(|p| p.n).collect(),
+                    p.iter().map(|p| p.t).collect(),
+                ]
+            };
+            let [s, n, t] = columns(&st.exact_points());
+            merged.add_sorted_points(&s, &n, &t);
+            let [s, n, t] = columns(&st.points);
+            handed_on.add_sorted_points(&s, &n, &t);
+            let [neg, pos] = st.take_class_rows().expect("one own list a class");
+            assert!(
+                neg.len() + pos.len() > part.len() / 2,
+                "distinct rows stay rows"
+            );
+            for (c, v) in [neg, pos].into_iter().enumerate() {
+                let v = ScalarBuffer::from(v);
+                let short = v.len().min(MIN_RUN - 1);
+                handed_on.add_class_rows(c, &v, (0, short));
+                handed_on.add_class_rows(c, &v, (short, v.len() - short));
+            }
         }
         merged.settle();
+        handed_on.settle();
         let want = hashed.sorted_points();
         assert!(want.len() > 30_000, "mostly distinct: {}", want.len());
-        for got in [appended.sorted_points(), merged.sorted_points()] {
+        for got in [
+            appended.sorted_points(),
+            merged.sorted_points(),
+            handed_on.sorted_points(),
+        ] {
             assert_eq!(got.len(), want.len());
             for (g, w) in got.iter().zip(&want) {
                 assert_eq!((g.0.to_bits(), g.1), (w.0.to_bits(), w.1), "{g:?} {w:?}");
@@ -767,49 +794,10 @@ mod tests {
         );
     }
 
-    /// Rows handed on as each class's sorted list and merged where they lie (runs of at
-    /// least `MIN_RUN` rows, shorter spans copied) give the hashed state's points; rows that
-    /// repeat few scores are collapsed into points as they come, and mostly distinct rows
-    /// stay rows. Compares two representations in this crate, as the test above.
+    /// Rows that repeat few scores are collapsed into points as they come.
     #[test]
-    fn kept_rows_hand_on_and_collapse() {
-        let rows = rows();
+    fn repeated_scores_collapse_into_points() {
         let cap = 1_000_000;
-        let mut hashed = FitState::new(cap, FINE_BITS, false);
-        for &(s, n, t) in &rows {
-            hashed.add_point(s, n, t);
-        }
-        let mut merged = FitState::new(cap, FINE_BITS, true);
-        for part in rows.chunks(25_000) {
-            let mut st = FitState::new(cap, FINE_BITS, true);
-            for &(s, n, t) in part {
-                st.add_point(s, n, t);
-            }
-            st.settle();
-            let p = st.points.clone();
-            let col = |f: fn(&Point) -> f64| p.iter().map(f).collect::<Vec<_>>();
-            merged.add_sorted_points(&col(|p| p.s), &col(|p| p.n), &col(|p| p.t));
-            let [neg, pos] = st.take_class_rows().expect("one own list a class");
-            assert!(
-                neg.len() + pos.len() > part.len() / 2,
-                "distinct rows stay rows"
-            );
-            for (c, v) in [neg, pos].into_iter().enumerate() {
-                let v = ScalarBuffer::from(v);
-                // A short span is copied, the rest kept as a run.
-                let short = v.len().min(MIN_RUN - 1);
-                merged.add_class_rows(c, &v, (0, short));
-                merged.add_class_rows(c, &v, (short, v.len() - short));
-            }
-        }
-        merged.settle();
-        let want = hashed.sorted_points();
-        let got = merged.sorted_points();
-        assert_eq!(got.len(), want.len());
-        for (g, w) in got.iter().zip(&want) {
-            assert_eq!((g.0.to_bits(), g.1), (w.0.to_bits(), w.1), "{g:?} {w:?}");
-            assert!((g.2 - w.2).abs() <= 1e-12 * w.2.abs(), "{g:?} {w:?}");
-        }
         // 200,000 rows of 1,000 scores: collapsed into 1,000 points as they come.
         let mut repeating = FitState::new(cap, FINE_BITS, true);
         for i in 0..200_000u64 {
