@@ -298,6 +298,10 @@ impl Kernel for FitKernel {
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        // 14 fields, or 12 in a state stored before the rows were kept.
+        if states.len() != 12 && states.len() != 14 {
+            return internal_err!("{}: malformed partial state", self.func());
+        }
         let grid = states[0].as_boolean();
         let rows = states[1].as_primitive::<Int64Type>();
         let s_min = states[2].as_primitive::<Float64Type>();

@@ -21,7 +21,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
 use super::grid::{Entry, Grid};
-use crate::values::{class_runs, is_sorted_f64, make_room, sort_f64, Tally, MIN_RUN};
+use crate::values::{class_runs, is_sorted_f64, make_room, sort_f64, Tally};
 
 /// Points of merged states and rows with an IPS target are sorted into the points when they
 /// are this many times the points (or [`MIN_APPENDED`], if more): each is merged about 1.25
@@ -31,6 +31,12 @@ const APPENDED_PER_POINT: usize = 4;
 const MIN_APPENDED: usize = 4096;
 /// Newest rows of each class a state sorts to see whether its rows repeat their scores.
 const SAMPLE_ROWS: usize = 1 << 15;
+/// Smallest span of a merged state's rows that a state keeps where it lies, as a run (a
+/// buffer reference of 24 bytes); shorter spans are copied. Small, because a field-aware
+/// fit's partial state holds thousands of field values' rows in one buffer, which its
+/// large values' runs keep alive anyway: copying the small values' rows (most of the 5,000
+/// sites of a Zipf field) would hold them twice.
+const MIN_RUN: usize = 64;
 /// Most ascending parts (the own list and merged runs) a class is read in where they lie;
 /// past it they are copied into the own list and sorted with it.
 const MAX_PARTS: usize = 4;
@@ -576,9 +582,9 @@ impl FitState {
         self.grid = Some(grid);
     }
 
-    /// The exact points: ascending in a state that keeps rows (its rows and `other` merged
-    /// in, sorted on a copy unless settled), in arrival order in a hashed one.
-    pub(super) fn exact_points(&self) -> Cow<'_, [Point]> {
+    /// Calls `f` with each exact point: ascending in a state that keeps rows (its rows and
+    /// `other` merged in, sorted on a copy unless settled), in arrival order in a hashed one.
+    fn for_each_exact_point(&self, mut f: impl FnMut(Point)) {
         match &self.appended {
             Some(a) if a.len() > 0 => {
                 let sorted;
@@ -591,39 +597,34 @@ impl FitState {
                     &sorted
                 };
                 let classes = [a.class[0].parts(), a.class[1].parts()];
+                merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, f);
+            }
+            _ => self.points.iter().for_each(|&p| f(p)),
+        }
+    }
+
+    /// The exact points, as [`Self::for_each_exact_point`] calls them.
+    pub(super) fn exact_points(&self) -> Cow<'_, [Point]> {
+        match &self.appended {
+            Some(a) if a.len() > 0 => {
                 let mut merged = Vec::with_capacity(self.points.len() + a.len());
-                merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |p| {
-                    merged.push(p)
-                });
+                self.for_each_exact_point(|p| merged.push(p));
                 Cow::Owned(merged)
             }
             _ => Cow::Borrowed(&self.points),
         }
     }
 
-    /// The state's entries with their keys: exact points (key = score bits), or the
-    /// non-empty grid cells (key = block id << 20 | index, `lo` = cell start).
+    /// A grid state's non-empty cells with their keys (key = block id << 20 | index, `lo` =
+    /// cell start); none in exact mode.
     pub(super) fn keyed_entries(&self) -> Vec<(i64, Entry)> {
-        match &self.grid {
-            None => self
-                .exact_points()
-                .iter()
-                .map(|p| {
-                    let e = Entry {
-                        lo: p.s,
-                        n: p.n,
-                        t: p.t,
-                        ..Default::default()
-                    };
-                    (p.s.to_bits() as i64, e)
-                })
-                .collect(),
-            Some(g) => g
-                .iter()
-                .filter(|(_, _, c)| c.n() > 0.0)
-                .map(|(id, i, c)| (g.key(id, i), c.entry(g.cell_start(id, i))))
-                .collect(),
-        }
+        let Some(g) = &self.grid else {
+            return vec![];
+        };
+        g.iter()
+            .filter(|(_, _, c)| c.n() > 0.0)
+            .map(|(id, i, c)| (g.key(id, i), c.entry(g.cell_start(id, i))))
+            .collect()
     }
 
     /// Heap bytes held (allocated, not just used: a doubling vector holds up to twice what
@@ -644,12 +645,12 @@ impl FitState {
     /// The points (score, Σ1, Σt) in score order: exact scores, or each cell's mean.
     pub(crate) fn sorted_points(&self) -> Vec<(f64, f64, f64)> {
         if !self.is_grid() {
-            let mut pts: Vec<(f64, f64, f64)> = self
-                .exact_points()
-                .iter()
-                .filter(|p| p.n > 0.0)
-                .map(|p| (p.s, p.n, p.t))
-                .collect();
+            let mut pts = vec![];
+            self.for_each_exact_point(|p| {
+                if p.n > 0.0 {
+                    pts.push((p.s, p.n, p.t));
+                }
+            });
             if self.appended.is_none() {
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             }
@@ -670,14 +671,15 @@ impl FitState {
 
     /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits.
     pub(crate) fn nodes(&self) -> Vec<(f64, f64, f64)> {
+        if !self.is_grid() {
+            let mut out = vec![];
+            self.for_each_exact_point(|p| out.push((p.s, p.n, p.t)));
+            return out;
+        }
         let entries = self.keyed_entries();
         let mut out = Vec::with_capacity(entries.len() * 2);
         let clamp = |s: f64| s.clamp(self.s_min, self.s_max);
         for (_, e) in &entries {
-            if !self.is_grid() {
-                out.push((e.lo, e.n, e.t));
-                continue;
-            }
             let mut two_point = |w: f64, m1: f64, m2: f64, is_t: bool| {
                 if w <= 0.0 {
                     return;

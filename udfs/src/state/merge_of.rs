@@ -112,9 +112,7 @@ function, or in another format are an error naming both.{retract}"
         let earlier = match (&got, &wanted) {
             (Some(got), Some(wanted)) => {
                 let added = self.inner.state_fields_added();
-                got.len() < wanted.len()
-                    && got.len() + added >= wanted.len()
-                    && wanted.starts_with(got)
+                added > 0 && got.len() + added == wanted.len() && wanted.starts_with(got)
             }
             _ => false,
         };
