@@ -603,18 +603,6 @@ impl FitState {
         }
     }
 
-    /// The exact points, as [`Self::for_each_exact_point`] calls them.
-    pub(super) fn exact_points(&self) -> Cow<'_, [Point]> {
-        match &self.appended {
-            Some(a) if a.len() > 0 => {
-                let mut merged = Vec::with_capacity(self.points.len() + a.len());
-                self.for_each_exact_point(|p| merged.push(p));
-                Cow::Owned(merged)
-            }
-            _ => Cow::Borrowed(&self.points),
-        }
-    }
-
     /// A grid state's non-empty cells with their keys (key = block id << 20 | index, `lo` =
     /// cell start); none in exact mode.
     pub(super) fn keyed_entries(&self) -> Vec<(i64, Entry)> {
@@ -757,7 +745,9 @@ mod tests {
                     p.iter().map(|p| p.t).collect(),
                 ]
             };
-            let [s, n, t] = columns(&st.exact_points());
+            let mut exact = vec![];
+            st.for_each_exact_point(|p| exact.push(p));
+            let [s, n, t] = columns(&exact);
             merged.add_sorted_points(&s, &n, &t);
             let [s, n, t] = columns(&st.points);
             handed_on.add_sorted_points(&s, &n, &t);
