@@ -120,6 +120,7 @@ mod labels;
 pub mod metrics;
 pub mod model;
 mod optim;
+mod parallel;
 mod registry;
 pub mod scalars;
 pub mod state;

@@ -104,9 +104,10 @@ fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
             (acc.0.min(st.s_min), acc.1.max(st.s_max))
         });
     let mut m = Model::new(Method::ConfCalib, rows, s_min, s_max);
-    let (mut keys, mut edges_all, mut multipliers) = (vec![], vec![], vec![]);
-    let mut loss_sum = 0.0;
-    for (key, st) in states {
+    // Each field value's bins, multipliers and loss, the values spread over the cores; the
+    // results are read in the values' order, so the model does not depend on the threads.
+    let fitted = crate::parallel::map_in_order(states.len(), crate::parallel::cores(), |k| {
+        let st = states[k].1;
         let pts = st.sorted_points();
         let edges = quantile_edges_of_points(&pts, bins);
         let inner = &edges[1..bins];
@@ -127,10 +128,16 @@ fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
                 confcalib_multiplier(mean_p.clamp(0.0, 1.0), rate, n[b], lambda).unwrap_or(1.0)
             })
             .collect();
-        loss_sum += points_loss(&pts, |i| {
+        let loss = points_loss(&pts, |i| {
             let p = pts[i].0;
             (p * mult[bin_of(p)]).clamp(0.0, 1.0)
-        }) * st.rows as f64;
+        });
+        (edges, mult, loss)
+    });
+    let (mut keys, mut edges_all, mut multipliers) = (vec![], vec![], vec![]);
+    let mut loss_sum = 0.0;
+    for ((key, st), (edges, mult, loss)) in states.iter().zip(fitted) {
+        loss_sum += loss * st.rows as f64;
         keys.push(key.to_string());
         edges_all.extend(edges);
         multipliers.extend(mult);

@@ -1,6 +1,7 @@
 //! What the non-parametric calibrators share: the log loss of a model on its points, and
 //! the 'quantile' bin edges of the rows behind them.
 
+use crate::fastmath::{ln_1m, ln_normal};
 use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
 
 /// Mean of the t-weighted log loss of fitted probabilities `p` at the points
@@ -10,7 +11,8 @@ pub(crate) fn points_loss(points: &[(f64, f64, f64)], p: impl Fn(usize) -> f64) 
     let (mut num, mut den) = (0.0, 0.0);
     for (i, &(_, n, t)) in points.iter().enumerate() {
         let pi = p(i).clamp(eps, 1.0 - eps);
-        num += -t * pi.ln() - (n - t) * (-pi).ln_1p();
+        // pi ≥ eps is a positive normal number.
+        num += -t * ln_normal(pi) - (n - t) * ln_1m(pi);
         den += n;
     }
     num / den

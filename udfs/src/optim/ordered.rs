@@ -319,8 +319,7 @@ fn pass(
     b: &[f64],
     g: &[f64],
 ) -> Sums {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    pass_on(cores, nodes, chunks, b, g)
+    pass_on(crate::parallel::cores(), nodes, chunks, b, g)
 }
 
 /// [`pass`] on at most `threads` threads.
@@ -332,45 +331,11 @@ fn pass_on(
     g: &[f64],
 ) -> Sums {
     let kn = b.len();
-    let threads = threads.min(chunks.len());
-    let mut parts: Vec<(usize, Sums)> = if threads <= 1 {
-        chunks
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (i, chunk_sums(&nodes[r.clone()], b, g, kn)))
-            .collect()
-    } else {
-        // Worker w takes chunks w, w + threads, …; a worker the system cannot start has its
-        // chunks computed here instead.
-        let share = move |w: usize| -> Vec<(usize, Sums)> {
-            (w..chunks.len())
-                .step_by(threads)
-                .map(|i| (i, chunk_sums(&nodes[chunks[i].clone()], b, g, kn)))
-                .collect()
-        };
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|w| {
-                    (
-                        w,
-                        std::thread::Builder::new().spawn_scoped(scope, move || share(w)),
-                    )
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|(w, worker)| match worker {
-                    Ok(handle) => handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    Err(_) => share(w),
-                })
-                .collect()
-        })
-    };
-    parts.sort_by_key(|(i, _)| *i);
+    let parts = crate::parallel::map_in_order(chunks.len(), threads, |i| {
+        chunk_sums(&nodes[chunks[i].clone()], b, g, kn)
+    });
     let mut total = Sums::new(kn, 0, g.len());
-    for (_, c) in &parts {
+    for c in &parts {
         total.add(c);
     }
     total
