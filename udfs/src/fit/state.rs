@@ -187,13 +187,13 @@ impl Appended {
 }
 
 /// Calls `out` with one point per distinct score of the ascending sources, in ascending
-/// order, their sums added: `points` (distinct), each class's ascending parts (a row each:
-/// Σ1 = 1, Σt = its class) and `other`.
+/// order, their sums added, until it returns false: `points` (distinct), each class's
+/// ascending parts (a row each: Σ1 = 1, Σt = its class) and `other`.
 fn merge_sorted(
     points: &[Point],
     classes: [&[&[f64]]; 2],
     other: &[Point],
-    mut out: impl FnMut(Point),
+    mut out: impl FnMut(Point) -> bool,
 ) {
     // Scores are finite, so infinity marks a source read to its end.
     const END: f64 = f64::INFINITY;
@@ -229,8 +229,21 @@ fn merge_sorted(
             p.t += q.t;
             l += 1;
         }
-        out(p);
+        if !out(p) {
+            return;
+        }
     }
+}
+
+/// The distinct scores of the ascending sources (as [`merge_sorted`] takes them), counted up
+/// to `cap + 1`: past the cap, the count stops there.
+fn distinct_up_to(cap: usize, points: &[Point], classes: [&[&[f64]]; 2], other: &[Point]) -> usize {
+    let mut distinct = 0;
+    merge_sorted(points, classes, other, |_| {
+        distinct += 1;
+        distinct <= cap
+    });
+    distinct
 }
 
 #[derive(Debug, Clone)]
@@ -403,7 +416,7 @@ impl FitState {
         }
         if self.points.len() + a.len() > self.cap {
             a.sort();
-            if self.distinct() > self.cap {
+            if self.past_cap() {
                 self.switch_to_grid();
                 return;
             }
@@ -418,18 +431,14 @@ impl FitState {
         }
     }
 
-    /// The distinct scores of the points and the sorted rows and `other` (call after
-    /// [`Appended::sort`]).
-    fn distinct(&self) -> usize {
+    /// Whether the points, the sorted rows and `other` hold more than `cap` distinct scores
+    /// (call after [`Appended::sort`]; the count stops past the cap).
+    fn past_cap(&self) -> bool {
         let Some(a) = &self.appended else {
-            return self.points.len();
+            return self.points.len() > self.cap;
         };
         let classes = [a.class[0].parts(), a.class[1].parts()];
-        let mut distinct = 0;
-        merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |_| {
-            distinct += 1
-        });
-        distinct
+        distinct_up_to(self.cap, &self.points, [&classes[0], &classes[1]], &a.other) > self.cap
     }
 
     /// Sorts `other` (and, with `rows_too`, the rows) into the points; past the cap, switches
@@ -448,17 +457,15 @@ impl FitState {
         };
         // Counted first: the merged list is reserved exactly (rows that repeat collapse to
         // far fewer points), and a state past the cap goes to the grid without building it.
-        let mut distinct = 0;
-        merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |_| {
-            distinct += 1
-        });
+        let distinct = distinct_up_to(self.cap, &self.points, [&classes[0], &classes[1]], &a.other);
         if distinct > self.cap {
             self.switch_to_grid();
             return;
         }
         let mut merged = Vec::with_capacity(distinct);
         merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |p| {
-            merged.push(p)
+            merged.push(p);
+            true
         });
         drop(classes);
         a.other.clear();
@@ -480,7 +487,7 @@ impl FitState {
             return;
         }
         a.sort();
-        if self.points.len() + a.len() > self.cap && self.distinct() > self.cap {
+        if self.points.len() + a.len() > self.cap && self.past_cap() {
             self.switch_to_grid();
             return;
         }
@@ -597,7 +604,10 @@ impl FitState {
                     &sorted
                 };
                 let classes = [a.class[0].parts(), a.class[1].parts()];
-                merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, f);
+                merge_sorted(&self.points, [&classes[0], &classes[1]], &a.other, |p| {
+                    f(p);
+                    true
+                });
             }
             _ => self.points.iter().for_each(|&p| f(p)),
         }
