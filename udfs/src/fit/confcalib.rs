@@ -110,14 +110,22 @@ fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
         let st = states[k].1;
         let pts = st.sorted_points();
         let edges = quantile_edges_of_points(&pts, bins);
-        let inner = &edges[1..bins];
-        let bin_of = |p: f64| inner.partition_point(|&e| e < p);
+        // A point is in bin b when inner edge b − 1 < p ≤ inner edge b. The points ascend,
+        // so bin b holds the run pts[cut[b]..cut[b + 1]] (the cuts kept non-decreasing
+        // should rounding make two edges cross).
+        let mut cut = vec![0];
+        for &e in &edges[1..bins] {
+            let below = pts.partition_point(|q| q.0 <= e);
+            cut.push(below.max(cut[cut.len() - 1]));
+        }
+        cut.push(pts.len());
         let (mut n, mut sp, mut t) = (vec![0.0; bins], vec![0.0; bins], vec![0.0; bins]);
-        for &(p, pn, pt) in &pts {
-            let b = bin_of(p);
-            n[b] += pn;
-            sp[b] += pn * p;
-            t[b] += pt;
+        for b in 0..bins {
+            for &(p, pn, pt) in &pts[cut[b]..cut[b + 1]] {
+                n[b] += pn;
+                sp[b] += pn * p;
+                t[b] += pt;
+            }
         }
         let mult: Vec<f64> = (0..bins)
             .map(|b| {
@@ -128,9 +136,12 @@ fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
                 confcalib_multiplier(mean_p.clamp(0.0, 1.0), rate, n[b], lambda).unwrap_or(1.0)
             })
             .collect();
+        let mut b = 0;
         let loss = points_loss(&pts, |i| {
-            let p = pts[i].0;
-            (p * mult[bin_of(p)]).clamp(0.0, 1.0)
+            while i >= cut[b + 1] {
+                b += 1;
+            }
+            (pts[i].0 * mult[b]).clamp(0.0, 1.0)
         });
         (edges, mult, loss)
     });

@@ -5,8 +5,9 @@ use crate::fastmath::{ln_1m, ln_normal};
 use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
 
 /// Mean of the t-weighted log loss of fitted probabilities `p` at the points
-/// (clipped to machine epsilon, as `logloss` / `ips_logloss`).
-pub(crate) fn points_loss(points: &[(f64, f64, f64)], p: impl Fn(usize) -> f64) -> f64 {
+/// (clipped to machine epsilon, as `logloss` / `ips_logloss`); `p` is called for each
+/// point in order.
+pub(crate) fn points_loss(points: &[(f64, f64, f64)], mut p: impl FnMut(usize) -> f64) -> f64 {
     let eps = crate::loss::DEFAULT_EPS;
     let (mut num, mut den) = (0.0, 0.0);
     for (i, &(_, n, t)) in points.iter().enumerate() {
