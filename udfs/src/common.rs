@@ -602,6 +602,24 @@ pub(crate) fn f64_list_state_fields(name: &str, parts: &[&str]) -> Vec<FieldRef>
     state_fields_of(name, parts, &f64_list_type())
 }
 
+/// A `List<Float64>` array of one list a vector: a single vector becomes the values buffer
+/// without a copy; several are concatenated, each freed once copied (a kernel's rows moved
+/// out as its partial state).
+pub(crate) fn f64_lists(lists: Vec<Vec<f64>>) -> ArrayRef {
+    let offsets = OffsetBuffer::from_lengths(lists.iter().map(Vec::len));
+    let mut lists = lists;
+    let values = if lists.len() == 1 {
+        lists.pop().unwrap_or_default()
+    } else {
+        let mut all = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+        for v in lists {
+            all.extend_from_slice(&v);
+        }
+        all
+    };
+    list_array(offsets, Arc::new(Float64Array::from(values)))
+}
+
 /// A list column (no null lists) of `values` cut by `offsets`; its item type is the values'.
 pub(crate) fn list_array(offsets: OffsetBuffer<i32>, values: ArrayRef) -> ArrayRef {
     Arc::new(ListArray::new(

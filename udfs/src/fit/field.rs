@@ -150,17 +150,22 @@ impl FieldFitKernel {
             .collect()
     }
 
-    /// Whether the groups in `range` own every inner group, in creation order (one outer
-    /// group, no `GROUP BY`).
-    fn owns_every_inner_group(&self, range: Range<usize>) -> bool {
-        let order = self.inner_order(range);
+    /// Whether `order` (the inner groups of some groups) is every inner group, in creation
+    /// order (one outer group, no `GROUP BY`).
+    fn is_every_inner_group(&self, order: &[u32]) -> bool {
         order.len() == self.inner.num_groups()
             && order.iter().enumerate().all(|(i, &o)| o as usize == i)
     }
 
-    /// The partial state of the groups in `range`, given the partial state of every inner
-    /// group: the field values, and each inner state field as a list per group.
-    fn state_with(&self, range: Range<usize>, inner: Vec<ArrayRef>) -> Result<Vec<ArrayRef>> {
+    /// The partial state of the groups in `range`, whose inner groups are `order`, given the
+    /// partial state of every inner group: the field values, and each inner state field as a
+    /// list per group.
+    fn state_with(
+        &self,
+        range: Range<usize>,
+        order: Vec<u32>,
+        inner: Vec<ArrayRef>,
+    ) -> Result<Vec<ArrayRef>> {
         let groups = &self.keys[range.clone()];
         let offsets = OffsetBuffer::from_lengths(groups.iter().map(|k| k.order.len()));
         let names: StringArray = groups
@@ -172,11 +177,11 @@ impl FieldFitKernel {
         // The inner groups in the order of the states' rows: as they are when these groups
         // own every inner group, so the inner states (millions of points) are not copied
         // again.
-        if self.owns_every_inner_group(range.clone()) {
+        if self.is_every_inner_group(&order) {
             out.extend(inner.into_iter().map(wrap));
             return Ok(out);
         }
-        let indices = UInt32Array::from(self.inner_order(range));
+        let indices = UInt32Array::from(order);
         for column in inner {
             out.push(wrap(take(&column, &indices, None)?));
         }
@@ -263,19 +268,20 @@ impl Kernel for FieldFitKernel {
 
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         let inner = self.inner.state(0..self.inner.num_groups())?;
-        self.state_with(range, inner)
+        self.state_with(range.clone(), self.inner_order(range), inner)
     }
 
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         // When these groups own every inner group, the inner states are moved out; else
         // they are settled and copied.
-        let inner = if self.owns_every_inner_group(range.clone()) {
+        let order = self.inner_order(range.clone());
+        let inner = if self.is_every_inner_group(&order) {
             self.inner.take_state(0..self.inner.num_groups())?
         } else {
             self.inner.settle(0..self.inner.num_groups());
             self.inner.state(0..self.inner.num_groups())?
         };
-        self.state_with(range, inner)
+        self.state_with(range, order, inner)
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {

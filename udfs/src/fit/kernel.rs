@@ -10,7 +10,8 @@ use arrow::datatypes::{Float64Type, Int64Type};
 use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
-    check_p, check_propensity, check_y, f64s, for_each_row, list_array, list_parts, usable_rows,
+    check_p, check_propensity, check_y, f64_lists, f64s, for_each_row, list_array, list_parts,
+    usable_rows,
 };
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
@@ -340,15 +341,20 @@ impl Kernel for FitKernel {
             if grid_len != if incoming_grid { end - start } else { 0 } {
                 return internal_err!("{}: malformed partial state", self.func());
             }
-            let spans: Vec<(usize, usize)> = class_rows
-                .iter()
-                .map(|(o, _)| (o[r] as usize, (o[r + 1] - o[r]) as usize))
-                .collect();
+            // (start, length) of each class's kept rows; none in a state stored before them.
+            let spans: [(usize, usize); 2] = std::array::from_fn(|c| {
+                class_rows
+                    .get(c)
+                    .map_or((0, 0), |(o, _)| (o[r] as usize, (o[r + 1] - o[r]) as usize))
+            });
             if incoming_grid && spans.iter().any(|&(_, len)| len > 0) {
                 return internal_err!("{}: malformed partial state", self.func());
             }
+            // A stored state is user data: a row no call could have added is refused.
+            let probability = self.method.takes_probability();
+            let impossible = |x: &f64| !x.is_finite() || (probability && !(0.0..=1.0).contains(x));
             for (&(start, len), (_, v)) in spans.iter().zip(&class_rows) {
-                if let Some(bad) = v[start..start + len].iter().find(|x| !x.is_finite()) {
+                if let Some(bad) = v[start..start + len].iter().find(|x| impossible(x)) {
                     return exec_err!(
                         "{}: malformed partial state: a row's score is {bad}",
                         self.func()
@@ -434,19 +440,7 @@ impl Kernel for FitKernel {
                 list.push(v);
             }
         }
-        let class_rows = rows.map(|mut lists| -> ArrayRef {
-            let offsets = OffsetBuffer::from_lengths(lists.iter().map(Vec::len));
-            let values = if lists.len() == 1 {
-                lists.pop().unwrap_or_default()
-            } else {
-                let mut all = Vec::with_capacity(lists.iter().map(Vec::len).sum());
-                for v in lists {
-                    all.extend_from_slice(&v);
-                }
-                all
-            };
-            list_array(offsets, Arc::new(Float64Array::from(values)))
-        });
+        let class_rows = rows.map(f64_lists);
         let sts: Vec<Cow<'_, FitState>> = self.groups[range].iter().map(Cow::Borrowed).collect();
         Ok(Self::state_of(&sts, class_rows))
     }
@@ -547,6 +541,26 @@ mod tests {
                 (0.5, 1.0, 1.0),
                 (0.9, 1.0, 1.0)
             ]
+        );
+        // A fit of probabilities refuses a kept row outside [0, 1].
+        let bbq = || FitKernel::for_field(Method::Bbq, NONPARAMETRIC_EXACT_CAP, settings);
+        let mut source = bbq();
+        source.resize(1);
+        let p: ArrayRef = Arc::new(Float64Array::from(vec![0.1, 0.5, 0.9]));
+        let y: ArrayRef = Arc::new(Int8Array::from(vec![0, 1, 1]));
+        source.update(&[p, y], &[0, 0, 0], None).unwrap();
+        let mut outside = source.take_state(0..1).unwrap();
+        let list = outside[13].as_list::<i32>();
+        outside[13] = list_array(
+            list.offsets().clone(),
+            Arc::new(Float64Array::from(vec![0.5, 1.5])),
+        );
+        let mut target = bbq();
+        target.resize(1);
+        let err = target.merge(&outside, &[0]).unwrap_err().to_string();
+        assert!(
+            err.contains("fit_bbq: malformed partial state: a row's score is 1.5"),
+            "{err}"
         );
         // Without the kept rows' fields: the points alone.
         let mut earlier = kernel();

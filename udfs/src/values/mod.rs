@@ -28,8 +28,8 @@ use arrow::datatypes::Float64Type;
 use datafusion_common::{internal_err, Result};
 
 use crate::common::{
-    all_probabilities, check_p, check_w, check_y, f64_list_state_fields, f64s, for_each_row,
-    list_array, list_parts, usable_rows_pyw,
+    all_probabilities, check_p, check_w, check_y, f64_list_state_fields, f64_lists, f64s,
+    for_each_row, list_array, list_parts, usable_rows_pyw,
 };
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
@@ -364,18 +364,6 @@ impl ValueStore {
                 rows.p.iter_mut().for_each(|p| sort_f64(p));
             }
         }
-        let lengths: [Vec<usize>; 4] = std::array::from_fn(|k| {
-            groups
-                .iter()
-                .map(|r| {
-                    if k < 2 {
-                        r.p[k].len()
-                    } else {
-                        r.w[k - 2].len()
-                    }
-                })
-                .collect()
-        });
         let mut columns: [Vec<Vec<f64>>; 4] = Default::default();
         for rows in groups {
             let Rows {
@@ -387,25 +375,7 @@ impl ValueStore {
                 columns[k].push(v);
             }
         }
-        columns
-            .into_iter()
-            .zip(lengths)
-            .map(|(mut vecs, lengths)| -> ArrayRef {
-                let values = if vecs.len() == 1 {
-                    vecs.pop().unwrap_or_default()
-                } else {
-                    let mut all = Vec::with_capacity(lengths.iter().sum());
-                    for v in vecs {
-                        all.extend_from_slice(&v);
-                    }
-                    all
-                };
-                list_array(
-                    OffsetBuffer::from_lengths(lengths),
-                    Arc::new(Float64Array::from(values)),
-                )
-            })
-            .collect()
+        columns.into_iter().map(f64_lists).collect()
     }
 
     /// Merges four list columns as produced by [`ValueStore::state`]. An unweighted span of
