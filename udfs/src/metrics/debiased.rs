@@ -4,7 +4,10 @@
 //!
 //! Its binning needs the whole data — whether there are few distinct values (then each is a
 //! bin), else 15 equal-mass bins whose edges are midpoints between order statistics — so a
-//! group keeps its rows (`crate::values`, 8 bytes a row).
+//! group keeps its rows (`crate::values`, 8 bytes a row). Many rows with many distinct
+//! scores are binned without sorting them: a bitmap proves there are at least N/4 distinct
+//! scores ([`at_least_distinct`]), and the equal-mass bins' edges and sums come from one pass
+//! over the rows (`quantile_pass`); otherwise the rows are sorted and walked.
 
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion_common::Result;
@@ -13,6 +16,7 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use super::binning::kth_of_two;
+use super::quantile_pass::{self, one_pass, EdgeRule};
 use crate::common::{args, CallShape};
 use crate::kernel::kernel_udaf_common;
 use crate::kernel::signature_from_shape;
@@ -94,13 +98,67 @@ fn merged<'a>(neg: &'a [f64], pos: &'a [f64]) -> impl Iterator<Item = f64> + 'a 
     })
 }
 
-/// The debiased L2 calibration error of a group's rows; None without rows. Reads the sorted
-/// classes where they lie: its memory is the rows the store holds (reported to the pool) and
-/// the bins' edges.
+/// Whether the scores hold at least `k` distinct values, proven without sorting: each score
+/// sets one bit of a bitmap of about n bits, picked by a multiplicative hash of its bit
+/// pattern (−0 read as 0), so the bits set never outnumber the distinct scores. Reads rows
+/// until `k` bits are set; false when they never are (the caller then counts by sorting).
+/// With n distinct scores among n rows it stops after about 0.29·n rows (k = n/4).
+fn at_least_distinct(parts: &[&[f64]], n: usize, k: usize) -> bool {
+    let bits = n.next_power_of_two().max(64);
+    let shift = 64 - bits.trailing_zeros();
+    let mut words = vec![0u64; bits / 64];
+    let mut set = 0usize;
+    for part in parts {
+        for &p in part.iter() {
+            let h = ((p + 0.0).to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+            let (word, bit) = (&mut words[h >> 6], 1u64 << (h & 63));
+            set += usize::from(*word & bit == 0);
+            *word |= bit;
+            if set >= k {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The debiased error over bins of (rows, Σp, Σy): `sqrt(max(0, Σ n_b/N · [(p̄_b − ȳ_b)² −
+/// ȳ_b(1 − ȳ_b)/(n_b − 1)]))` over the bins of at least 2 rows.
+fn debiased_error(bins: impl Iterator<Item = (f64, f64, f64)>, n: usize) -> f64 {
+    let total = n as f64;
+    let t: f64 = bins
+        .filter(|(cnt, _, _)| *cnt >= 2.0)
+        .map(|(cnt, sp, sy)| {
+            let (mp, my) = (sp / cnt, sy / cnt);
+            let err = (mp - my).abs().powi(2) - my * (1.0 - my) / (cnt - 1.0);
+            cnt / total * err
+        })
+        .sum();
+    t.max(0.0).sqrt()
+}
+
+/// The debiased L2 calibration error of a group's rows; None without rows. Many rows with
+/// at least N/4 distinct scores take the one pass (no sort); the rest are sorted where they
+/// lie. Its memory is the rows the store holds (reported to the pool), and the bitmap (n/8
+/// bytes) and the pass's bracket rows or the bins' edges while it runs.
 fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
     let n = rows.len();
     if n == 0 {
         return None;
+    }
+    if n >= quantile_pass::MIN_ROWS {
+        let mut parts = rows.parts(0);
+        parts.extend(rows.parts(1));
+        if at_least_distinct(&parts, n, n.div_ceil(4)) {
+            if let Some(pass) = one_pass(rows, BINS, EdgeRule::Midpoints) {
+                let [neg, pos] = &pass.sums;
+                let bins = neg
+                    .iter()
+                    .zip(pos)
+                    .map(|(a, b)| (a[0] + b[0], a[1] + b[1], b[0]));
+                return Some(debiased_error(bins, n));
+            }
+        }
     }
     rows.sort();
     let [neg, pos] = &rows.p;
@@ -131,8 +189,7 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
         e
     } else {
         let k = BINS.min(n);
-        let (q, r) = (n / k, n % k);
-        let start = |i: usize| i * q + i.min(r);
+        let start = |i: usize| quantile_pass::equal_mass_start(n, k, i);
         let x = |i: usize| kth_of_two(neg, pos, i);
         let mut e: Vec<f64> = (1..k)
             .map(|i| (x(start(i) - 1) + x(start(i))) / 2.0)
@@ -160,15 +217,5 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
         }
         bins[b].2 += 1.0;
     }
-    let total = n as f64;
-    let t: f64 = bins
-        .iter()
-        .filter(|(cnt, _, _)| *cnt >= 2.0)
-        .map(|&(cnt, sp, sy)| {
-            let (mp, my) = (sp / cnt, sy / cnt);
-            let err = (mp - my).abs().powi(2) - my * (1.0 - my) / (cnt - 1.0);
-            cnt / total * err
-        })
-        .sum();
-    Some(t.max(0.0).sqrt())
+    Some(debiased_error(bins.into_iter(), n))
 }

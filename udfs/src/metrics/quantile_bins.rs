@@ -5,7 +5,7 @@
 
 use super::bin_sums::{sum_copies, Bin, BinStats, COPIES};
 use super::binning::{quantile_edges, quantile_edges_unsorted};
-use super::quantile_pass::one_pass;
+use super::quantile_pass::{one_pass, EdgeRule};
 use crate::values::Rows;
 
 /// Bins a group's rows by `'quantile'` edges computed from them. A row goes to the number of
@@ -22,7 +22,7 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
     if rows.len() == 0 {
         return out;
     }
-    if let Some(pass) = one_pass(rows, m) {
+    if let Some(pass) = one_pass(rows, m, EdgeRule::Percentiles) {
         add_class_sums(&mut out, &pass.edges, &pass.sums);
         return out;
     }

@@ -1,7 +1,9 @@
-//! `'quantile'` bins of many unweighted rows in one pass over them.
+//! Equal-mass bins of many unweighted rows in one pass over them: `'quantile'` bins and
+//! `ece_debiased`'s bins.
 //!
-//! The edges are numpy's percentiles, each interpolated between two order statistics of the
-//! rows. A sorted sample of the rows (every (n/S)-th) tells, for each edge, a *bracket* of
+//! Each inner edge lies between two neighbouring order statistics of the rows (see
+//! [`EdgeRule`]): numpy's percentiles interpolate between them, `ece_debiased` takes their
+//! midpoint. A sorted sample of the rows (every (n/S)-th) tells, for each edge, a *bracket* of
 //! scores that holds both of its order statistics with near certainty: the sample's values
 //! a few standard deviations of a sample rank below and above where the edge's rank falls
 //! in the sample (the outer edges, the smallest and largest row, are bracketed from the
@@ -51,31 +53,74 @@ const CELLS: usize = 1 << 14;
 /// A table cell that a bracket bound crosses: the row compares against the bounds.
 const NEAR: u8 = u8::MAX;
 
+/// How a bin's inner edge comes from two neighbouring order statistics of the n rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EdgeRule {
+    /// numpy's `percentile(p, linspace(0, 1, M+1) * 100)` (method `'linear'`): the
+    /// `'quantile'` bins of scikit-learn's `calibration_curve`.
+    Percentiles,
+    /// uncertainty-calibration's equal-mass bins (`ece_debiased`): the rows split into M runs
+    /// of ⌊n/M⌋ or ⌈n/M⌉ in order (the longer first); inner edge i is the midpoint
+    /// `(x₍ₛ₋₁₎ + x₍ₛ₎) / 2` around the first rank s of run i.
+    Midpoints,
+}
+
+impl EdgeRule {
+    /// Per inner edge (1..M−1): the lower of its two order statistics' ranks, and the level
+    /// (≈ rank / n) that tells how far its rank strays in a sample.
+    fn inner_ranks(self, n: usize, m: usize) -> Vec<(usize, f64)> {
+        match self {
+            EdgeRule::Percentiles => quantile_levels(m)[1..m]
+                .iter()
+                .map(|&q| {
+                    // numpy's virtual index (n − 1)·q: the edge reads ranks ⌊vi⌋ and ⌊vi⌋ + 1.
+                    let vi = (n - 1) as f64 * q;
+                    ((vi.floor() as usize).min(n - 1), q)
+                })
+                .collect(),
+            EdgeRule::Midpoints => (1..m)
+                .map(|i| {
+                    let s = equal_mass_start(n, m, i);
+                    (s - 1, s as f64 / n as f64)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The first rank of run i when n sorted rows are split into m runs of ⌊n/m⌋ or ⌈n/m⌉ (the
+/// longer first), as numpy's `array_split`.
+pub(super) fn equal_mass_start(n: usize, m: usize, i: usize) -> usize {
+    let (q, r) = (n / m, n % m);
+    i * q + i.min(r)
+}
+
 /// What the pass finds: the M+1 edges and, per class, each bin's row count and Σp.
 pub(super) struct QuantilePass {
     pub edges: Vec<f64>,
     pub sums: [Vec<[f64; 2]>; 2],
 }
 
-/// The rows' `'quantile'` edges and bin sums in one pass, or None when the rows are
-/// weighted, fewer than [`MIN_ROWS`], the bins more than 64 or fewer than 2, or the sample
-/// cannot bracket the edges (see the module documentation). The rows are probabilities,
-/// checked in [0, 1] when they were stored (the keys order p ≥ −0 only).
-pub(super) fn one_pass(rows: &Rows, m: usize) -> Option<QuantilePass> {
+/// The rows' M+1 edges by `rule` (the outer two the smallest and largest row) and bin sums
+/// in one pass, or None when the rows are weighted, fewer than [`MIN_ROWS`], the bins more
+/// than 64 or fewer than 2, or the sample cannot bracket the edges (see the module
+/// documentation). The rows are probabilities, checked in [0, 1] when they were stored (the
+/// keys order p ≥ −0 only).
+pub(super) fn one_pass(rows: &Rows, m: usize, rule: EdgeRule) -> Option<QuantilePass> {
     let n = rows.len();
     if n < MIN_ROWS || !(2..=MAX_BINS).contains(&m) || rows.w.iter().any(|w| !w.is_empty()) {
         return None;
     }
     let parts = [rows.parts(0), rows.parts(1)];
-    let qs = quantile_levels(m);
+    let inner = rule.inner_ranks(n, m);
     let (brackets, table) = {
         let sample = sample_keys(&parts, n);
-        let brackets = brackets(&sample, n, &qs)?;
+        let brackets = brackets(&sample, n, &inner)?;
         let table = PlaceTable::new(&brackets, sample[0], sample[sample.len() - 1]);
         (brackets, table) // the sample's room is the collected rows' before they arrive
     };
     let pass = Pass::run(&parts, &brackets, &table)?;
-    let edges = pass.edges(&brackets, n, &qs)?;
+    let edges = pass.edges(&brackets, n, m, rule)?;
     let sums = pass.bin_sums(&edges);
     Some(QuantilePass { edges, sums })
 }
@@ -91,28 +136,27 @@ struct Bracket {
     cap: usize,
 }
 
-/// One bracket per edge (M + 1) from the sorted sample keys, or None when they overlap,
-/// reach past the sample, or would collect more than [`MAX_COLLECTED_SHARE`] of the rows.
-/// The outer edges are the smallest and largest rows: their brackets run from the lowest key
-/// to the sample's 17th value, and from its 17th-largest to the highest key, so they always
-/// hold their rank.
-fn brackets(sample: &[u64], n: usize, qs: &[f64]) -> Option<Vec<Bracket>> {
+/// One bracket per edge (M + 1, the inner ones from `inner`: see
+/// [`EdgeRule::inner_ranks`]) from the sorted sample keys, or None when they overlap, reach
+/// past the sample, or would collect more than [`MAX_COLLECTED_SHARE`] of the rows. The
+/// outer edges are the smallest and largest rows: their brackets run from the lowest key to
+/// the sample's 17th value, and from its 17th-largest to the highest key, so they always hold
+/// their rank.
+fn brackets(sample: &[u64], n: usize, inner: &[(usize, f64)]) -> Option<Vec<Bracket>> {
     let s = sample.len();
     if sample[s - 1] >> 63 == 1 {
         return None; // not probabilities (the keys need p ≥ 0)
     }
-    let m = qs.len() - 1;
+    let m = inner.len() + 1;
     let stride = n.div_ceil(s);
     let mut out: Vec<Bracket> = Vec::with_capacity(m + 1);
-    for (k, &q) in qs.iter().enumerate() {
+    for k in 0..=m {
         let (ranks, lo, hi) = if k == 0 {
             ([0, 0], 0, sample[OUTER_REACH])
         } else if k == m {
             ([n - 1, n - 1], sample[s - 1 - OUTER_REACH], u64::MAX)
         } else {
-            // numpy's virtual index (n − 1)·q: the edge reads ranks ⌊vi⌋ and ⌊vi⌋ + 1.
-            let vi = (n - 1) as f64 * q;
-            let r = (vi.floor() as usize).min(n - 1);
+            let (r, q) = inner[k - 1];
             let at = r as f64 * s as f64 / n as f64;
             let reach = (SDS * (s as f64 * q * (1.0 - q)).sqrt()).ceil() + 2.0;
             let (lo, hi) = (at - reach, at + 1.0 + reach);
@@ -223,10 +267,10 @@ impl Pass {
         (self.place_sums[0][j][0] + self.place_sums[1][j][0]) as usize
     }
 
-    /// The M + 1 edges from the order statistics selected among each bracket's rows (their
-    /// rank there is the global rank less the rows counted below the bracket); None when a
-    /// bracket missed its ranks.
-    fn edges(&self, brackets: &[Bracket], n: usize, qs: &[f64]) -> Option<Vec<f64>> {
+    /// The M + 1 edges by `rule` from the order statistics selected among each bracket's
+    /// rows (their rank there is the global rank less the rows counted below the bracket);
+    /// None when a bracket missed its ranks.
+    fn edges(&self, brackets: &[Bracket], n: usize, m: usize, rule: EdgeRule) -> Option<Vec<f64>> {
         let mut selected: Vec<(usize, f64)> = Vec::with_capacity(2 * brackets.len());
         let mut below = 0usize;
         let mut scratch = vec![];
@@ -259,10 +303,22 @@ impl Pass {
         };
         // numpy's edge at q = 0 is lerp(x₍₀₎, x₍₁₎, 0) = x₍₀₎ + 0·(x₍₁₎ − x₍₀₎): the smallest
         // score plus +0 (so −0 becomes 0); at q = 1 the largest.
-        let m = qs.len() - 1;
         let mut edges = Vec::with_capacity(m + 1);
         edges.push(value_at(0) + 0.0);
-        edges.extend(unweighted_quantile_edges(n, &qs[1..m], value_at));
+        match rule {
+            EdgeRule::Percentiles => {
+                edges.extend(unweighted_quantile_edges(
+                    n,
+                    &quantile_levels(m)[1..m],
+                    value_at,
+                ));
+            }
+            EdgeRule::Midpoints => edges.extend(
+                brackets[1..m]
+                    .iter()
+                    .map(|b| (value_at(b.ranks[0]) + value_at(b.ranks[1])) / 2.0),
+            ),
+        }
         edges.push(value_at(n - 1));
         Some(edges)
     }
@@ -419,26 +475,49 @@ mod tests {
     /// far end when t ≥ 0.5; the levels are numpy's linspace as `quantile_levels` computes
     /// them, checked against numpy in binning's tests), each row in the bin of the number of inner edges strictly below
     /// it (scikit-learn's `searchsorted(side='left')`).
-    fn reference(classes: &[Vec<f64>; 2], m: usize) -> (Vec<f64>, [Vec<[f64; 2]>; 2]) {
+    ///
+    /// With [`EdgeRule::Midpoints`], uncertainty-calibration's `get_equal_mass_bins`: the
+    /// sorted scores split as `np.array_split(sorted, m)` (the first n mod m runs one longer),
+    /// inner edge i the midpoint of the last score of run i − 1 and the first of run i.
+    fn reference(
+        classes: &[Vec<f64>; 2],
+        m: usize,
+        rule: EdgeRule,
+    ) -> (Vec<f64>, [Vec<[f64; 2]>; 2]) {
         let mut all: Vec<f64> = classes.iter().flatten().copied().collect();
         all.sort_by(f64::total_cmp);
         let n = all.len();
-        let edges: Vec<f64> = quantile_levels(m)
-            .into_iter()
-            .map(|q| {
-                let vi = (n - 1) as f64 * q;
-                if vi >= (n - 1) as f64 {
-                    return all[n - 1];
-                }
-                let i = vi.floor() as usize;
-                let (a, b, t) = (all[i], all[i + 1], vi - vi.floor());
-                if t >= 0.5 {
-                    b - (b - a) * (1.0 - t)
-                } else {
-                    a + (b - a) * t
-                }
-            })
-            .collect();
+        let edges: Vec<f64> = if rule == EdgeRule::Midpoints {
+            let mut runs = vec![n / m; m];
+            for r in runs.iter_mut().take(n % m) {
+                *r += 1;
+            }
+            let mut e = vec![all[0] + 0.0];
+            let mut at = 0;
+            for r in &runs[..m - 1] {
+                at += r;
+                e.push((all[at - 1] + all[at]) / 2.0);
+            }
+            e.push(all[n - 1]);
+            e
+        } else {
+            quantile_levels(m)
+                .into_iter()
+                .map(|q| {
+                    let vi = (n - 1) as f64 * q;
+                    if vi >= (n - 1) as f64 {
+                        return all[n - 1];
+                    }
+                    let i = vi.floor() as usize;
+                    let (a, b, t) = (all[i], all[i + 1], vi - vi.floor());
+                    if t >= 0.5 {
+                        b - (b - a) * (1.0 - t)
+                    } else {
+                        a + (b - a) * t
+                    }
+                })
+                .collect()
+        };
         let mut sums = [vec![[0.0; 2]; m], vec![[0.0; 2]; m]];
         for c in 0..2 {
             for &p in &classes[c] {
@@ -475,11 +554,21 @@ mod tests {
 
     /// Checks the pass against the reference; false when it declined.
     fn check(name: &str, classes: [Vec<f64>; 2], m: usize, runs: usize) -> bool {
+        check_rule(name, classes, m, runs, EdgeRule::Percentiles)
+    }
+
+    fn check_rule(
+        name: &str,
+        classes: [Vec<f64>; 2],
+        m: usize,
+        runs: usize,
+        rule: EdgeRule,
+    ) -> bool {
         let rows = rows_of(&classes, runs);
-        let Some(pass) = one_pass(&rows, m) else {
+        let Some(pass) = one_pass(&rows, m, rule) else {
             return false;
         };
-        let (edges, sums) = reference(&classes, m);
+        let (edges, sums) = reference(&classes, m, rule);
         assert_eq!(pass.edges.len(), m + 1, "{name}");
         for (a, b) in pass.edges.iter().zip(&edges) {
             assert_eq!(
@@ -526,6 +615,25 @@ mod tests {
     }
 
     #[test]
+    fn midpoint_edges_match_sorting() {
+        let u = uniforms(N + 7, 4);
+        let label = |i: usize, x: f64| (i * 2_654_435_761) % 1000 < (x * 1000.0) as usize;
+        let ctr: Vec<f64> = u.iter().map(|x| x.powi(6) * 0.3).collect();
+        for m in [2, 15, 16] {
+            let classes = split(&u, label);
+            assert!(
+                check_rule("uniform", classes, m, 2, EdgeRule::Midpoints),
+                "M={m}"
+            );
+            let classes = split(&ctr, label);
+            assert!(
+                check_rule("ctr", classes, m, 1, EdgeRule::Midpoints),
+                "M={m}"
+            );
+        }
+    }
+
+    #[test]
     fn ties_within_brackets_match_sorting() {
         // 101 distinct values (p rounded to 0.01) and signed zeros.
         let u = uniforms(N, 2);
@@ -556,7 +664,7 @@ mod tests {
         assert!(!check("few", split(&u[..MIN_ROWS - 1], label), 10, 1));
         let mut weighted = rows_of(&split(&u, label), 1);
         weighted.w[0] = vec![1.0; weighted.p[0].len()];
-        assert!(one_pass(&weighted, 10).is_none());
+        assert!(one_pass(&weighted, 10, EdgeRule::Percentiles).is_none());
         // Adversarial to the stride: the rows the sample reads are all the smallest
         // scores, so its brackets sit far from the ranks. The pass must decline or match.
         let n = N;
