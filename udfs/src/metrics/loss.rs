@@ -18,7 +18,7 @@ use crate::common::{
     all_probabilities, all_weights, args, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, state_fields_of, usable_rows_pyw, weight_col, CallShape,
 };
-use crate::fastmath::{ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
+use crate::fastmath::{ips_loss_sum, ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels};
@@ -337,6 +337,13 @@ impl Kernel for LossKernel {
             if ne {
                 sy[0] += yw;
             }
+            return Ok(());
+        }
+        if let (true, true, LossKind::IpsLogLoss, Some(q)) =
+            (fast && one_group, eps >= f64::EPSILON, kind, extra)
+        {
+            sw[0] += p.len() as f64;
+            sl[0] += ips_loss_sum(p, y, q, clip, eps);
             return Ok(());
         }
         if fast && one_group {

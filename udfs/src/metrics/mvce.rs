@@ -499,14 +499,20 @@ mod tests {
         for (got, want) in [(&state[0], &count), (&state[1], &gap)] {
             let (_, v) = list_parts(got);
             for (a, b) in v.iter().zip(want.iter()) {
-                assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "state {a} vs {b}");
+                assert!(
+                    (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                    "state {a} vs {b}"
+                );
             }
         }
         for (a, b) in k.count.iter().zip(&count) {
             assert_eq!(a, b);
         }
         for (a, b) in k.gap.iter().zip(&gap) {
-            assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "cells {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "cells {a} vs {b}"
+            );
         }
         // The state taken halfway holds the first half's rows, cached ones included.
         let halfway = halfway.unwrap();
