@@ -286,6 +286,64 @@ impl<K: FieldKey> FieldMap<K> {
     }
 }
 
+impl FieldMap<i64> {
+    /// The entry of an integer key, made with zero sums when it is new; the bytes a new
+    /// entry cost.
+    fn entry(&mut self, key: i64) -> (usize, usize) {
+        if let Some(&i) = self.index.get(&key) {
+            return (i, 0);
+        }
+        self.index.insert(key, self.stats.len());
+        let cost = self.push(Some(key), [0.0; 3]);
+        (self.stats.len() - 1, cost)
+    }
+}
+
+/// Most slots of a [`DenseIndex`] (4 bytes each: 256 KiB).
+const DENSE_MAX_SLOTS: i64 = 1 << 16;
+const NO_ENTRY: u32 = u32::MAX;
+
+/// A direct index from an integer key to its entry in the first group's map, over the keys
+/// `base..base + slots.len()`: a field of small ids (sites, apps, advertisers) costs a
+/// subtraction and a load a row instead of a hash probe. A slot learns its entry from the
+/// map the first time its key is met, so entries the index never saw (merged, or added by
+/// a batch over several groups) are found, not made twice. Only batches of one group with
+/// no NULL key use it, when their keys fit a span of [`DENSE_MAX_SLOTS`].
+#[derive(Debug, Default)]
+struct DenseIndex {
+    base: i64,
+    slots: Vec<u32>,
+}
+
+impl DenseIndex {
+    /// Widens the index to cover `lo..=hi`; false (unchanged) when that span is too wide.
+    fn cover(&mut self, lo: i64, hi: i64) -> bool {
+        let end = self.base.saturating_add(self.slots.len() as i64);
+        if !self.slots.is_empty() && lo >= self.base && hi < end {
+            return true;
+        }
+        let (new_lo, new_end) = if self.slots.is_empty() {
+            (lo, hi.saturating_add(1))
+        } else {
+            (lo.min(self.base), hi.saturating_add(1).max(end))
+        };
+        if new_end.saturating_sub(new_lo) > DENSE_MAX_SLOTS {
+            return false;
+        }
+        let mut slots = vec![NO_ENTRY; (new_end - new_lo) as usize];
+        if !self.slots.is_empty() {
+            let shift = (self.base - new_lo) as usize;
+            slots[shift..shift + self.slots.len()].copy_from_slice(&self.slots);
+        }
+        (self.base, self.slots) = (new_lo, slots);
+        true
+    }
+
+    fn bytes(&self) -> usize {
+        self.slots.capacity() * size_of::<u32>()
+    }
+}
+
 /// Per-group maps, keyed the fast way for integer fields.
 #[derive(Debug)]
 enum Maps {
@@ -306,6 +364,8 @@ pub(crate) struct FieldKernel {
     w_col: Option<usize>,
     field_type: DataType,
     maps: Maps,
+    /// Integer fields: the first group's keys indexed directly (see [`DenseIndex`]).
+    dense: DenseIndex,
     bytes: usize,
 }
 
@@ -328,6 +388,26 @@ impl FieldKernel {
                 let f = cast(key_col, &DataType::Int64)?;
                 let f = f.as_primitive::<Int64Type>();
                 let vals = f.values();
+                let no_nulls = f.null_count() == 0;
+                let dense = &mut self.dense;
+                let span = vals
+                    .iter()
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                let before = dense.bytes();
+                if one_group && no_nulls && !vals.is_empty() && dense.cover(span.0, span.1) {
+                    *bytes = *bytes + dense.bytes() - before;
+                    let map = &mut maps[0];
+                    for i in rows {
+                        let slot = &mut dense.slots[(vals[i] - dense.base) as usize];
+                        if *slot == NO_ENTRY {
+                            let (entry, cost) = map.entry(vals[i]);
+                            *slot = entry as u32;
+                            *bytes += cost;
+                        }
+                        add_stats(&mut map.stats[*slot as usize], stats(i));
+                    }
+                    return Ok(());
+                }
                 match f.nulls().filter(|n| n.null_count() > 0) {
                     None if one_group => {
                         let map = &mut maps[0];
@@ -385,6 +465,7 @@ impl FieldKernel {
             w_col,
             field_type,
             maps,
+            dense: DenseIndex::default(),
             bytes: 0,
         })
     }
@@ -583,7 +664,9 @@ impl Kernel for FieldKernel {
             Maps::Int(m) => m.drain(..n).map(|g| g.bytes()).sum(),
             Maps::Rows(m, _) => m.drain(..n).map(|g| g.bytes()).sum(),
         };
-        self.bytes -= freed;
+        // The index points into the first group's map, which is now another group's.
+        self.bytes -= freed + self.dense.bytes();
+        self.dense = DenseIndex::default();
     }
 
     fn size(&self) -> usize {
@@ -596,5 +679,98 @@ impl Kernel for FieldKernel {
 
     fn retractable(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn batch(keys: &[i64]) -> Vec<ArrayRef> {
+        let p: Vec<f64> = keys
+            .iter()
+            .map(|&k| (k.rem_euclid(10) as f64 + 0.5) / 10.0)
+            .collect();
+        let y: Vec<f64> = keys
+            .iter()
+            .map(|&k| (k.rem_euclid(3) == 0) as u8 as f64)
+            .collect();
+        vec![
+            Arc::new(Float64Array::from(p)),
+            Arc::new(Float64Array::from(y)),
+            Arc::new(Int64Array::from(keys.to_vec())),
+        ]
+    }
+
+    /// Per key: rows, Σy, Σ(y − p), from the state's lists.
+    fn sums_of(state: &[ArrayRef]) -> BTreeMap<i64, [f64; 3]> {
+        let keys = state[0].as_list::<i32>();
+        let keys = keys.values().as_binary::<i32>();
+        let cols: Vec<(&[i32], &[f64])> = state[1..4].iter().map(list_parts).collect();
+        (0..keys.len())
+            .map(|j| {
+                let k = i64::from_bytes(keys.value(j)).unwrap();
+                (k, [cols[0].1[j], cols[1].1[j], cols[2].1[j]])
+            })
+            .collect()
+    }
+
+    /// The direct index of integer keys, checked against sums made in the test from the
+    /// rows: batches of one group whose keys widen the index down and up, a merged state
+    /// holding keys the index has not met (they must not be made twice), a batch of two
+    /// groups, and a key too far away for the index (the hash map takes that batch).
+    #[test]
+    fn dense_keys_give_the_sums_of_the_rows() {
+        let mut k =
+            FieldKernel::new("field_rce", FieldKind::Rce, 0.01, None, DataType::Int64).unwrap();
+        k.resize(1);
+        let mut want: BTreeMap<i64, [f64; 3]> = BTreeMap::new();
+        let mut add = |want: &mut BTreeMap<i64, [f64; 3]>, keys: &[i64]| {
+            for &key in keys {
+                let p = (key.rem_euclid(10) as f64 + 0.5) / 10.0;
+                let y = (key.rem_euclid(3) == 0) as u8 as f64;
+                let e = want.entry(key).or_default();
+                e[0] += 1.0;
+                e[1] += y;
+                e[2] += y - p;
+            }
+        };
+        let first: Vec<i64> = (100..400).chain(150..160).collect();
+        k.update(&batch(&first), &vec![0; first.len()], None)
+            .unwrap();
+        add(&mut want, &first);
+        // Merged: keys inside and outside the index's span.
+        let mut other = k.empty().unwrap();
+        other.resize(1);
+        let merged: Vec<i64> = (350..600).chain([1_000_000_000]).collect();
+        other
+            .update(&batch(&merged), &vec![0; merged.len()], None)
+            .unwrap();
+        k.merge(&other.state(0..1).unwrap(), &[0]).unwrap();
+        add(&mut want, &merged);
+        // One group again, widening the index below and above.
+        let wider: Vec<i64> = (-50..700).collect();
+        k.update(&batch(&wider), &vec![0; wider.len()], None)
+            .unwrap();
+        add(&mut want, &wider);
+        // Too wide a span for the index.
+        let far = [5, 1 << 40, 5];
+        k.update(&batch(&far), &[0, 0, 0], None).unwrap();
+        add(&mut want, &far);
+        assert!(k.dense.slots.len() == 750, "the index spans -50..700");
+        // Two groups: group 1's rows go through the maps.
+        k.resize(2);
+        let two = [5, 6, 7, 5];
+        k.update(&batch(&two), &[0, 1, 0, 1], None).unwrap();
+        add(&mut want, &[5, 7]);
+        let got = sums_of(&k.state(0..1).unwrap());
+        assert_eq!(got.len(), want.len(), "one entry per key");
+        for (key, w) in &want {
+            let g = got[key];
+            for j in 0..3 {
+                assert!((g[j] - w[j]).abs() <= 1e-12, "key {key}: {g:?} vs {w:?}");
+            }
+        }
     }
 }
