@@ -112,6 +112,7 @@ use datafusion_expr::registry::FunctionRegistry;
 use datafusion_expr::{AggregateUDF, ScalarUDF};
 
 mod common;
+mod dense;
 mod fastmath;
 pub mod fit;
 pub mod inference;

@@ -15,13 +15,14 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, StringArray, UInt32Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::compute::{and, cast, is_not_null, take};
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion_common::{internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
 use crate::common::{list_array, list_type, CallShape};
+use crate::dense::{is_small_int, DenseIndex, NO_ENTRY};
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::model::Model;
@@ -58,6 +59,7 @@ impl FieldFit {
                 settings,
             ),
             keys: vec![],
+            dense: DenseIndex::default(),
         })
     }
 }
@@ -118,6 +120,9 @@ pub(crate) struct FieldFitKernel {
     /// One fit state per (group, field value).
     inner: FitKernel,
     keys: Vec<GroupKeys>,
+    /// Integer fields without `GROUP BY`: each value's inner group indexed directly, so a
+    /// row's value is formatted as text only the first time it is met.
+    dense: DenseIndex,
 }
 
 impl FieldFitKernel {
@@ -212,12 +217,37 @@ impl Kernel for FieldFitKernel {
             settings: self.settings,
             inner: self.inner.empty()?,
             keys: vec![],
+            dense: DenseIndex::default(),
         })
     }
 
     crate::kernel::groups_in_vec!(keys, GroupKeys::default);
 
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
+        if self.keys.len() == 1
+            && is_small_int(values[2].data_type())
+            && values[2].null_count() == 0
+        {
+            let field = cast(&values[2], &DataType::Int64)?;
+            let field = field.as_primitive::<Int64Type>().values();
+            if self.dense.cover_all(field) {
+                let mut next = self.inner.num_groups();
+                let (keys, dense) = (&mut self.keys[0], &mut self.dense);
+                let inner: Vec<usize> = field
+                    .iter()
+                    .map(|&v| {
+                        let slot = dense.slot(v);
+                        if *slot == NO_ENTRY {
+                            // The text `cast` gives an integer, as the model keys it.
+                            *slot = keys.inner(&v.to_string(), &mut next) as u32;
+                        }
+                        *slot as usize
+                    })
+                    .collect();
+                self.inner.resize(next.max(1));
+                return self.inner.update(&values[..2], &inner, filter);
+            }
+        }
         let field = cast(&values[2], &DataType::Utf8)?;
         let field = field.as_string::<i32>();
         let mut next = self.inner.num_groups();
@@ -295,6 +325,8 @@ impl Kernel for FieldFitKernel {
     }
 
     fn drain(&mut self, n: usize) {
+        // The index is the first group's, which is now another group's.
+        self.dense = DenseIndex::default();
         // The drained groups' inner states are emptied (their memory returned); their slots
         // stay, so the other groups' inner indices remain valid.
         for keys in self.keys.drain(..n) {
@@ -306,6 +338,7 @@ impl Kernel for FieldFitKernel {
 
     fn size(&self) -> usize {
         self.inner.size()
+            + self.dense.bytes()
             + self.keys.iter().map(GroupKeys::bytes).sum::<usize>()
             + self.keys.capacity() * size_of::<GroupKeys>()
     }

@@ -25,6 +25,7 @@ use crate::common::{
     all_probabilities, all_weights, args, check_p, check_w, check_y, f64_list_type, f64s,
     for_each_row, list_array, list_parts, literal_checked, usable_rows_pyw, weight_col, CallShape,
 };
+use crate::dense::{is_small_int, DenseIndex, NO_ENTRY};
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::all_labels;
@@ -299,61 +300,11 @@ impl FieldMap<i64> {
     }
 }
 
-/// Most slots of a [`DenseIndex`] (4 bytes each: 256 KiB).
-const DENSE_MAX_SLOTS: i64 = 1 << 16;
-const NO_ENTRY: u32 = u32::MAX;
-
-/// A direct index from an integer key to its entry in the first group's map, over the keys
-/// `base..base + slots.len()`: a field of small ids (sites, apps, advertisers) costs a
-/// subtraction and a load a row instead of a hash probe. A slot learns its entry from the
-/// map the first time its key is met, so entries the index never saw (merged, or added by
-/// a batch over several groups) are found, not made twice. Only batches of one group with
-/// no NULL key use it, when their keys fit a span of [`DENSE_MAX_SLOTS`].
-#[derive(Debug, Default)]
-struct DenseIndex {
-    base: i64,
-    slots: Vec<u32>,
-}
-
-impl DenseIndex {
-    /// Widens the index to cover `lo..=hi`; false (unchanged) when that span is too wide.
-    fn cover(&mut self, lo: i64, hi: i64) -> bool {
-        let end = self.base.saturating_add(self.slots.len() as i64);
-        if !self.slots.is_empty() && lo >= self.base && hi < end {
-            return true;
-        }
-        let (new_lo, new_end) = if self.slots.is_empty() {
-            (lo, hi.saturating_add(1))
-        } else {
-            (lo.min(self.base), hi.saturating_add(1).max(end))
-        };
-        if new_end.saturating_sub(new_lo) > DENSE_MAX_SLOTS {
-            return false;
-        }
-        let mut slots = vec![NO_ENTRY; (new_end - new_lo) as usize];
-        if !self.slots.is_empty() {
-            let shift = (self.base - new_lo) as usize;
-            slots[shift..shift + self.slots.len()].copy_from_slice(&self.slots);
-        }
-        (self.base, self.slots) = (new_lo, slots);
-        true
-    }
-
-    fn bytes(&self) -> usize {
-        self.slots.capacity() * size_of::<u32>()
-    }
-}
-
 /// Per-group maps, keyed the fast way for integer fields.
 #[derive(Debug)]
 enum Maps {
     Int(Vec<FieldMap<i64>>),
     Rows(Vec<FieldMap<Box<[u8]>>>, RowConverter),
-}
-
-fn is_int(t: &DataType) -> bool {
-    use DataType::*;
-    matches!(t, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32)
 }
 
 #[derive(Debug)]
@@ -364,7 +315,8 @@ pub(crate) struct FieldKernel {
     w_col: Option<usize>,
     field_type: DataType,
     maps: Maps,
-    /// Integer fields: the first group's keys indexed directly (see [`DenseIndex`]).
+    /// Integer fields: the first group's keys indexed directly, for batches of one group
+    /// with no NULL key whose keys span at most `dense::DENSE_MAX_SLOTS`.
     dense: DenseIndex,
     bytes: usize,
 }
@@ -388,17 +340,13 @@ impl FieldKernel {
                 let f = cast(key_col, &DataType::Int64)?;
                 let f = f.as_primitive::<Int64Type>();
                 let vals = f.values();
-                let no_nulls = f.null_count() == 0;
                 let dense = &mut self.dense;
-                let span = vals
-                    .iter()
-                    .fold((i64::MAX, i64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
                 let before = dense.bytes();
-                if one_group && no_nulls && !vals.is_empty() && dense.cover(span.0, span.1) {
+                if one_group && f.null_count() == 0 && dense.cover_all(vals) {
                     *bytes = *bytes + dense.bytes() - before;
                     let map = &mut maps[0];
                     for i in rows {
-                        let slot = &mut dense.slots[(vals[i] - dense.base) as usize];
+                        let slot = dense.slot(vals[i]);
                         if *slot == NO_ENTRY {
                             let (entry, cost) = map.entry(vals[i]);
                             *slot = entry as u32;
@@ -450,7 +398,7 @@ impl FieldKernel {
         w_col: Option<usize>,
         field_type: DataType,
     ) -> Result<Self> {
-        let maps = if is_int(&field_type) {
+        let maps = if is_small_int(&field_type) {
             Maps::Int(vec![])
         } else {
             Maps::Rows(
