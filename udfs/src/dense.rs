@@ -53,10 +53,20 @@ impl DenseIndex {
     /// Covers the smallest and largest of `keys`; false when there are none or their span is
     /// too wide.
     pub(crate) fn cover_all(&mut self, keys: &[i64]) -> bool {
-        let (lo, hi) = keys
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-        !keys.is_empty() && self.cover(lo, hi)
+        // Four lanes: one running minimum and maximum would wait on each other every key.
+        const LANES: usize = 4;
+        let (mut lo, mut hi) = ([i64::MAX; LANES], [i64::MIN; LANES]);
+        let chunks = keys.chunks_exact(LANES);
+        for &k in chunks.remainder() {
+            (lo[0], hi[0]) = (lo[0].min(k), hi[0].max(k));
+        }
+        for c in chunks {
+            for j in 0..LANES {
+                (lo[j], hi[j]) = (lo[j].min(c[j]), hi[j].max(c[j]));
+            }
+        }
+        let (lo, hi) = (lo.into_iter().min(), hi.into_iter().max());
+        !keys.is_empty() && self.cover(lo.unwrap_or(0), hi.unwrap_or(0))
     }
 
     /// The slot of a covered key.

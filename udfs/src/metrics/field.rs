@@ -674,7 +674,7 @@ mod tests {
             FieldKernel::new("field_rce", FieldKind::Rce, 0.01, None, DataType::Int64).unwrap();
         k.resize(1);
         let mut want: BTreeMap<i64, [f64; 3]> = BTreeMap::new();
-        let mut add = |want: &mut BTreeMap<i64, [f64; 3]>, keys: &[i64]| {
+        let add = |want: &mut BTreeMap<i64, [f64; 3]>, keys: &[i64]| {
             for &key in keys {
                 let p = (key.rem_euclid(10) as f64 + 0.5) / 10.0;
                 let y = (key.rem_euclid(3) == 0) as u8 as f64;

@@ -26,11 +26,13 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    args, check_p, check_y, f64_list_state_fields, f64s, fixed_lists, for_each_row, list_parts,
-    usable_rows, Arg, CallShape,
+    all_probabilities, args, check_p, check_y, f64_list_state_fields, f64s, fixed_lists,
+    for_each_row, list_parts, usable_rows, Arg, CallShape,
 };
+use crate::dense::{DenseIndex, NO_ENTRY};
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
+use crate::labels::all_labels;
 
 /// Default bins per round.
 pub const DEFAULT_MVCE_BINS: usize = 15;
@@ -196,6 +198,10 @@ struct KeyCache {
     slots: Vec<Slot>,
     /// The slots in use, so that spreading them all costs what they hold.
     used: Vec<u32>,
+    /// Batches of one group whose integer keys span at most `dense::DENSE_MAX_SLOTS`: each
+    /// key's pair of group 0 found by a direct index instead of a probe, in `dense_pairs`.
+    dense: DenseIndex,
+    dense_pairs: Vec<Slot>,
 }
 
 impl KeyCache {
@@ -207,7 +213,27 @@ impl KeyCache {
     }
 
     fn bytes(&self) -> usize {
-        self.slots.capacity() * size_of::<Slot>() + self.used.capacity() * size_of::<u32>()
+        (self.slots.capacity() + self.dense_pairs.capacity()) * size_of::<Slot>()
+            + self.used.capacity() * size_of::<u32>()
+            + self.dense.bytes()
+    }
+
+    /// Every pair the cache holds.
+    fn pairs(&self) -> impl Iterator<Item = &Slot> {
+        let probed = self.used.iter().map(|&i| &self.slots[i as usize]);
+        probed.chain(&self.dense_pairs)
+    }
+
+    /// Forgets every pair (after they were spread); the tables stay allocated.
+    fn clear(&mut self) {
+        for &i in &self.used {
+            self.slots[i as usize].group = NO_GROUP;
+        }
+        self.used.clear();
+        for s in &self.dense_pairs {
+            *self.dense.slot(s.key as i64) = NO_ENTRY;
+        }
+        self.dense_pairs.clear();
     }
 }
 
@@ -256,8 +282,7 @@ impl MvceKernel {
     /// Spreads every cached pair onto its group's cells and empties the cache.
     fn spread_cache(&mut self) {
         let (layout, cells) = (self.layout(), self.cells());
-        for &i in &self.cache.used {
-            let s = &mut self.cache.slots[i as usize];
+        for s in self.cache.pairs() {
             layout.spread(
                 &mut self.count,
                 &mut self.gap,
@@ -266,9 +291,8 @@ impl MvceKernel {
                 s.count,
                 s.gap,
             );
-            s.group = NO_GROUP;
         }
-        self.cache.used.clear();
+        self.cache.clear();
     }
 }
 
@@ -311,6 +335,35 @@ impl Kernel for MvceKernel {
             });
         }
         let cache = &mut self.cache;
+        if let KeyWords::Ints(ints) = &keys {
+            if count.len() == cells && cache.dense.cover_all(ints) {
+                let (dense, pairs) = (&mut cache.dense, &mut cache.dense_pairs);
+                let mut add = |i: usize, pi: f64, yi: f64| {
+                    let slot = dense.slot(ints[i]);
+                    if *slot == NO_ENTRY {
+                        *slot = pairs.len() as u32;
+                        pairs.push(Slot {
+                            group: 0,
+                            key: ints[i] as u64,
+                            count: 0.0,
+                            gap: 0.0,
+                        });
+                    }
+                    let s = &mut pairs[*slot as usize];
+                    s.count += 1.0;
+                    s.gap += yi - pi;
+                };
+                if mask.is_none() && all_probabilities(p) && all_labels(y) {
+                    (0..p.len()).for_each(|i| add(i, p[i], y[i]));
+                    return Ok(());
+                }
+                return for_each_row(p.len(), &mask, |i| {
+                    let (pi, yi) = (check_p("mvce", "p", p[i])?, check_y("mvce", y[i])?);
+                    add(i, pi, yi);
+                    Ok(())
+                });
+            }
+        }
         if cache.slots.is_empty() {
             cache.slots = vec![
                 Slot {
@@ -385,8 +438,7 @@ impl Kernel for MvceKernel {
         let (layout, cells) = (self.layout(), self.cells());
         let span = range.start * cells..range.end * cells;
         let (mut count, mut gap) = (self.count[span.clone()].to_vec(), self.gap[span].to_vec());
-        for &i in &self.cache.used {
-            let s = &self.cache.slots[i as usize];
+        for s in self.cache.pairs() {
             if range.contains(&s.group) {
                 let base = (s.group - range.start) * cells;
                 layout.spread(&mut count, &mut gap, base, s.key, s.count, s.gap);
@@ -451,15 +503,24 @@ mod tests {
     }
 
     /// The key cache against the definition computed row by row in the test (cells from
-    /// the documented hash, which the test above checks): 200,000 rows over 3 groups and
-    /// 60,000 keys (more pairs than the cache holds, so pairs are evicted), in batches large
-    /// enough to use the cache, with a state taken halfway. Counts are equal, gaps to 1e-12 relative (another order of addition).
+    /// the documented hash, which the test above checks): 200,000 rows in batches large
+    /// enough to use the cache, with a state taken halfway. Over 3 groups and 60,000 keys
+    /// the pairs are probed (more than the cache holds, so some are evicted); in one group
+    /// the same keys take the direct index, and keys 2^40 apart the probes again. Counts are
+    /// equal, gaps to 1e-12 relative (another order of addition).
     #[test]
     fn cached_rows_give_the_cells_of_the_definition() {
+        let near = |i: usize| ((i * 7919) % 60_000) as i64 - 30_000;
+        let far = |i: usize| ((i * 7919) % 60_000) as i64 * (1 << 40);
+        check_cache(3, near, false);
+        check_cache(1, near, true);
+        check_cache(1, far, false);
+    }
+
+    fn check_cache(groups_n: usize, key: impl Fn(usize) -> i64, dense: bool) {
         use arrow::array::Int64Array;
-        let (bins, rounds, groups_n) = (7, 5, 3);
+        let (bins, rounds) = (7, 5);
         let n = 200_000;
-        let key = |i: usize| ((i * 7919) % 60_000) as i64 - 30_000;
         let p: Vec<f64> = (0..n).map(|i| (i % 997) as f64 / 997.0).collect();
         let y: Vec<f64> = (0..n).map(|i| ((i * 31) % 3 == 0) as u8 as f64).collect();
         let g: Vec<usize> = (0..n).map(|i| (i * 13) % groups_n).collect();
@@ -486,14 +547,16 @@ mod tests {
             let values: Vec<ArrayRef> = vec![
                 Arc::new(Float64Array::from(p[start..end].to_vec())),
                 Arc::new(Float64Array::from(y[start..end].to_vec())),
-                Arc::new(Int64Array::from_iter_values((start..end).map(key))),
+                Arc::new(Int64Array::from_iter_values((start..end).map(&key))),
             ];
             k.update(&values, &g[start..end], None).unwrap();
             if start == 98_304 {
                 halfway = Some(k.state(0..groups_n).unwrap());
             }
         }
-        assert!(k.cache.used.len() > 1000, "the cache holds pairs");
+        let (probed, direct) = (k.cache.used.len(), k.cache.dense_pairs.len());
+        assert!(probed + direct > 1000, "the cache holds pairs");
+        assert_eq!(direct > 0, dense, "pairs by the direct index: {direct}");
         let state = k.state(0..groups_n).unwrap();
         k.spread_cache();
         for (got, want) in [(&state[0], &count), (&state[1], &gap)] {
