@@ -6,7 +6,7 @@
 //! bin), else 15 equal-mass bins whose edges are midpoints between order statistics — so a
 //! group keeps its rows (`crate::values`, 8 bytes a row). Many rows with many distinct
 //! scores are binned without sorting them: a bitmap proves there are at least N/4 distinct
-//! scores ([`at_least_distinct`]), and the equal-mass bins' edges and sums come from one pass
+//! scores (`at_least_distinct`), and the equal-mass bins' edges and sums come from one pass
 //! over the rows (`quantile_pass`); otherwise the rows are sorted and walked.
 
 use arrow::datatypes::{DataType, FieldRef};
@@ -241,13 +241,23 @@ mod tests {
     fn the_bitmap_is_a_lower_bound_that_finds_distinct_scores() {
         let n = 1 << 20;
         let distinct: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
-        assert!(at_least_distinct(&[&distinct[..n / 2], &distinct[n / 2..]], n, n / 4));
+        assert!(at_least_distinct(
+            &[&distinct[..n / 2], &distinct[n / 2..]],
+            n,
+            n / 4
+        ));
         // 100 distinct values, far under n/4: never proven, and given up early.
         let few: Vec<f64> = (0..n).map(|i| (i % 100) as f64 / 100.0).collect();
         assert!(!at_least_distinct(&[&few], n, n / 4));
-        assert!(at_least_distinct(&[&few], n, 60), "60 of the 100 are proven");
-        assert!(!at_least_distinct(&[&few], n, 101), "never more than there are");
-        // Exactly n/4 distinct values, each 4 times in a row: proven.
+        assert!(
+            at_least_distinct(&[&few], n, 60),
+            "60 of the 100 are proven"
+        );
+        assert!(
+            !at_least_distinct(&[&few], n, 101),
+            "never more than there are"
+        );
+        // Exactly n/4 distinct values, each 4 times in a row: never more proven.
         let quarter: Vec<f64> = (0..n).map(|i| (i / 4) as f64 / n as f64).collect();
         let exact = quarter.windows(2).filter(|w| w[0] != w[1]).count() + 1;
         assert_eq!(exact, n / 4);
