@@ -27,19 +27,30 @@ pub(crate) struct DenseIndex {
 
 impl DenseIndex {
     /// Widens the index to cover `lo..=hi`; false (unchanged) when that span would be wider
-    /// than [`DENSE_MAX_SLOTS`].
+    /// than [`DENSE_MAX_SLOTS`]. A widened index at least doubles (within the limit, on the
+    /// side it grows), so keys that creep up or down a batch at a time copy the slots a
+    /// logarithmic number of times, not once a batch.
     pub(crate) fn cover(&mut self, lo: i64, hi: i64) -> bool {
         let end = self.base.saturating_add(self.slots.len() as i64);
         if !self.slots.is_empty() && lo >= self.base && hi < end {
             return true;
         }
-        let (new_lo, new_end) = if self.slots.is_empty() {
+        let (mut new_lo, mut new_end) = if self.slots.is_empty() {
             (lo, hi.saturating_add(1))
         } else {
             (lo.min(self.base), hi.saturating_add(1).max(end))
         };
         if new_end.saturating_sub(new_lo) > DENSE_MAX_SLOTS {
             return false;
+        }
+        let doubled = (2 * self.slots.len() as i64).min(DENSE_MAX_SLOTS);
+        let short = doubled - (new_end - new_lo);
+        if short > 0 {
+            if new_lo < self.base {
+                new_lo = new_lo.saturating_sub(short);
+            } else {
+                new_end = new_end.saturating_add(short);
+            }
         }
         let mut slots = vec![NO_ENTRY; (new_end - new_lo) as usize];
         if !self.slots.is_empty() {
@@ -91,16 +102,30 @@ mod tests {
         assert!(d.cover_all(&[10, 12]));
         *d.slot(11) = 7;
         assert!(d.cover(-5, 11));
+        assert_eq!((d.base, d.slots.len()), (-5, 18));
         assert!(d.cover(0, 100));
         assert_eq!((d.base, d.slots.len()), (-5, 106));
+        // Creeping up a key at a time: doubled, so covered again without a copy.
+        assert!(d.cover(101, 101));
+        assert_eq!((d.base, d.slots.len()), (-5, 212));
+        assert!(d.cover(150, 206));
+        assert_eq!(d.slots.len(), 212);
+        // Down: doubled below.
+        assert!(d.cover(-6, 0));
+        assert_eq!((d.base, d.slots.len()), (-217, 424));
         assert_eq!(*d.slot(11), 7);
         assert_eq!(*d.slot(12), NO_ENTRY);
         assert!(!d.cover(0, DENSE_MAX_SLOTS));
         assert!(!d.cover_all(&[i64::MIN, i64::MAX]));
         assert_eq!(
             (d.base, d.slots.len()),
-            (-5, 106),
+            (-217, 424),
             "a refused span changes nothing"
         );
+        // Doubling stops at the limit.
+        let mut e = DenseIndex::default();
+        assert!(e.cover(0, 40_000));
+        assert!(e.cover(40_001, 40_001));
+        assert_eq!((e.base, e.slots.len() as i64), (0, DENSE_MAX_SLOTS));
     }
 }

@@ -21,7 +21,8 @@
 //! The result is exact: when a bracket misses its ranks (unlikely unless the rows are
 //! ordered adversarially to the sampling stride), when ties make the brackets overlap or
 //! hold too many rows, or when a bracket fills the room its sample promised, [`one_pass`]
-//! returns None and the caller selects by radix passes instead (see `values::select_ranks`).
+//! returns None and the caller finds the order statistics another way: the `'quantile'`
+//! bins by radix passes (see `values::select_ranks`), `ece_debiased` by sorting.
 //!
 //! A row's place among the brackets comes from a table over the bit patterns of the
 //! sample's range (`PlaceTable`: 16,384 one-byte cells, in a core's L1 cache); only the rows
