@@ -199,9 +199,12 @@ struct KeyCache {
     /// The slots in use, so that spreading them all costs what they hold.
     used: Vec<u32>,
     /// Batches of one group whose integer keys span at most `dense::DENSE_MAX_SLOTS`: each
-    /// key's pair of group 0 found by a direct index instead of a probe, in `dense_pairs`.
+    /// key's sums (rows, Σ(y − p)) of group 0 found by a direct index instead of a probe,
+    /// in `dense_sums` (16 bytes a key, so the loop's working set stays small), its key in
+    /// `dense_keys`.
     dense: DenseIndex,
-    dense_pairs: Vec<Slot>,
+    dense_sums: Vec<[f64; 2]>,
+    dense_keys: Vec<i64>,
 }
 
 impl KeyCache {
@@ -213,15 +216,27 @@ impl KeyCache {
     }
 
     fn bytes(&self) -> usize {
-        (self.slots.capacity() + self.dense_pairs.capacity()) * size_of::<Slot>()
+        self.slots.capacity() * size_of::<Slot>()
+            + self.dense_sums.capacity() * size_of::<[f64; 2]>()
+            + self.dense_keys.capacity() * size_of::<i64>()
             + self.used.capacity() * size_of::<u32>()
             + self.dense.bytes()
     }
 
     /// Every pair the cache holds.
-    fn pairs(&self) -> impl Iterator<Item = &Slot> {
-        let probed = self.used.iter().map(|&i| &self.slots[i as usize]);
-        probed.chain(&self.dense_pairs)
+    fn pairs(&self) -> impl Iterator<Item = Slot> + '_ {
+        let probed = self.used.iter().map(|&i| self.slots[i as usize]);
+        let dense = self
+            .dense_keys
+            .iter()
+            .zip(&self.dense_sums)
+            .map(|(&k, s)| Slot {
+                group: 0,
+                key: k as u64,
+                count: s[0],
+                gap: s[1],
+            });
+        probed.chain(dense)
     }
 
     /// Forgets every pair (after they were spread); the tables stay allocated.
@@ -230,10 +245,11 @@ impl KeyCache {
             self.slots[i as usize].group = NO_GROUP;
         }
         self.used.clear();
-        for s in &self.dense_pairs {
-            *self.dense.slot(s.key as i64) = NO_ENTRY;
+        for &k in &self.dense_keys {
+            *self.dense.slot(k) = NO_ENTRY;
         }
-        self.dense_pairs.clear();
+        self.dense_keys.clear();
+        self.dense_sums.clear();
     }
 }
 
@@ -337,21 +353,21 @@ impl Kernel for MvceKernel {
         let cache = &mut self.cache;
         if let KeyWords::Ints(ints) = &keys {
             if count.len() == cells && cache.dense.cover_all(ints) {
-                let (dense, pairs) = (&mut cache.dense, &mut cache.dense_pairs);
+                let (dense, sums, dense_keys) = (
+                    &mut cache.dense,
+                    &mut cache.dense_sums,
+                    &mut cache.dense_keys,
+                );
                 let mut add = |i: usize, pi: f64, yi: f64| {
                     let slot = dense.slot(ints[i]);
                     if *slot == NO_ENTRY {
-                        *slot = pairs.len() as u32;
-                        pairs.push(Slot {
-                            group: 0,
-                            key: ints[i] as u64,
-                            count: 0.0,
-                            gap: 0.0,
-                        });
+                        *slot = sums.len() as u32;
+                        sums.push([0.0; 2]);
+                        dense_keys.push(ints[i]);
                     }
-                    let s = &mut pairs[*slot as usize];
-                    s.count += 1.0;
-                    s.gap += yi - pi;
+                    let s = &mut sums[*slot as usize];
+                    s[0] += 1.0;
+                    s[1] += yi - pi;
                 };
                 if mask.is_none() && all_probabilities(p) && all_labels(y) {
                     (0..p.len()).for_each(|i| add(i, p[i], y[i]));
@@ -554,7 +570,7 @@ mod tests {
                 halfway = Some(k.state(0..groups_n).unwrap());
             }
         }
-        let (probed, direct) = (k.cache.used.len(), k.cache.dense_pairs.len());
+        let (probed, direct) = (k.cache.used.len(), k.cache.dense_keys.len());
         assert!(probed + direct > 1000, "the cache holds pairs");
         assert_eq!(direct > 0, dense, "pairs by the direct index: {direct}");
         let state = k.state(0..groups_n).unwrap();
