@@ -287,19 +287,6 @@ impl<K: FieldKey> FieldMap<K> {
     }
 }
 
-impl FieldMap<i64> {
-    /// The entry of an integer key, made with zero sums when it is new; the bytes a new
-    /// entry cost.
-    fn entry(&mut self, key: i64) -> (usize, usize) {
-        if let Some(&i) = self.index.get(&key) {
-            return (i, 0);
-        }
-        self.index.insert(key, self.stats.len());
-        let cost = self.push(Some(key), [0.0; 3]);
-        (self.stats.len() - 1, cost)
-    }
-}
-
 /// Per-group maps, keyed the fast way for integer fields.
 #[derive(Debug)]
 enum Maps {
@@ -348,11 +335,12 @@ impl FieldKernel {
                     for i in rows {
                         let slot = dense.slot(vals[i]);
                         if *slot == NO_ENTRY {
-                            let (entry, cost) = map.entry(vals[i]);
-                            *slot = entry as u32;
-                            *bytes += cost;
+                            // First met here: the map adds it (or finds it, merged).
+                            *bytes += map.add(&vals[i], stats(i), |k| *k);
+                            *slot = map.index[&vals[i]] as u32;
+                        } else {
+                            add_stats(&mut map.stats[*slot as usize], stats(i));
                         }
-                        add_stats(&mut map.stats[*slot as usize], stats(i));
                     }
                     return Ok(());
                 }
