@@ -19,20 +19,20 @@ use super::Method;
 use crate::scalars::sigmoid;
 
 use super::state::FitState;
-use crate::optim::ordered::{ilps_knots, locate, solve_with_offsets, Located};
+use crate::optim::ordered::{ilps_knots, locate, solve_with_offsets, Located, Nodes};
 
 /// The joint fit over the field values' states (sorted by value).
 fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &mut Model) {
     let knots = ilps_knots(kn);
     // Nodes of every value, with the value's index.
-    let mut nodes: Vec<(usize, Located)> = vec![];
+    let mut nodes = Nodes::with_capacity(states.iter().map(|(_, st)| st.nodes_bound()).sum());
     for (z, (_, st)) in states.iter().enumerate() {
         let mut raw = st.nodes();
         raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
-        nodes.extend(raw.into_iter().map(|(s, a, t)| {
+        for (s, a, t) in raw {
             let (k, lambda) = locate(&knots, s);
-            (z, Located { k, lambda, a, t })
-        }));
+            nodes.push(z, Located { k, lambda, a, t });
+        }
     }
     let rows: f64 = states.iter().map(|(_, st)| st.rows as f64).sum();
     let fit = solve_with_offsets(&nodes, states.len(), l2, &knots, rows);

@@ -32,23 +32,20 @@ use crate::scalars::sigmoid;
 use super::calibrator::{Calibrator, Settings};
 
 use super::state::FitState;
-use crate::optim::ordered::{ilps_knots, locate, solve_with_offsets, Located};
+use crate::optim::ordered::{ilps_knots, locate, solve_with_offsets, Located, Nodes};
 
 /// `fit_ilps` on a fit's state.
 fn fit_ilps(st: &FitState, kn: usize, m: &mut Model) {
     let knots = ilps_knots(kn);
     let mut raw = st.nodes();
     raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
-    let nodes: Vec<Located> = raw
-        .iter()
-        .map(|&(s, a, t)| {
-            let (k, lambda) = locate(&knots, s);
-            Located { k, lambda, a, t }
-        })
-        .collect();
-    let n = st.rows as f64;
     // ILPS is the field-aware solver without fields; it starts from the identity η(l) = l.
-    let nodes: Vec<(usize, Located)> = nodes.into_iter().map(|p| (0, p)).collect();
+    let mut nodes = Nodes::with_capacity(raw.len());
+    for (s, a, t) in raw {
+        let (k, lambda) = locate(&knots, s);
+        nodes.push(0, Located { k, lambda, a, t });
+    }
+    let n = st.rows as f64;
     let fit = solve_with_offsets(&nodes, 0, 0.0, &knots, n);
     m.loss = Some(fit.data_loss / n);
     m.iterations = Some(fit.iterations);

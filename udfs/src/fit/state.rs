@@ -667,10 +667,19 @@ impl FitState {
         pts
     }
 
+    /// At least as many as [`Self::nodes`] gives: a node per point and kept row, or four per
+    /// grid cell.
+    pub(crate) fn nodes_bound(&self) -> usize {
+        match &self.grid {
+            Some(g) => 4 * g.iter().filter(|(_, _, c)| c.n() > 0.0).count(),
+            None => self.points.len() + self.appended.as_ref().map_or(0, |a| a.len()),
+        }
+    }
+
     /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits.
     pub(crate) fn nodes(&self) -> Vec<(f64, f64, f64)> {
         if !self.is_grid() {
-            let mut out = vec![];
+            let mut out = Vec::with_capacity(self.nodes_bound());
             self.for_each_exact_point(|p| out.push((p.s, p.n, p.t)));
             return out;
         }

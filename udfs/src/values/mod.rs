@@ -35,9 +35,11 @@ use crate::kernel::Filter;
 use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
+mod distinct;
 mod order;
 mod sweep;
 mod tally;
+pub(crate) use distinct::at_least_distinct;
 pub(crate) use order::{is_sorted_f64, select_ranks, sort_f64};
 pub(crate) use sweep::{class_runs, for_each_score, sweep};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
