@@ -1,6 +1,8 @@
 //! Work spread over the machine's cores with scoped threads, its results in input order, so
 //! that what is summed from them does not depend on the thread count.
 
+use std::sync::Mutex;
+
 /// The cores this process may use (1 when the system does not say).
 pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -44,6 +46,44 @@ pub(crate) fn map_in_order<T: Send>(
     parts.into_iter().map(|(_, t)| t).collect()
 }
 
+/// `f` on every item, on at most `threads` threads: worker w takes items w, w + threads, …
+/// (the calling thread is worker 0; give the largest items first to balance them); a
+/// worker the system cannot start has its share done on the calling thread, and a worker's
+/// panic is resumed here.
+pub(crate) fn for_each_mut<T: Send>(items: &mut [T], threads: usize, f: impl Fn(&mut T) + Sync) {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        items.iter_mut().for_each(f);
+        return;
+    }
+    let slots: Vec<Mutex<&mut T>> = items.iter_mut().map(Mutex::new).collect();
+    let (slots, f) = (&slots, &f);
+    let share = move |w: usize| {
+        for slot in slots.iter().skip(w).step_by(threads) {
+            f(&mut slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        }
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (1..threads)
+            .map(|w| {
+                (
+                    w,
+                    std::thread::Builder::new().spawn_scoped(scope, move || share(w)),
+                )
+            })
+            .collect();
+        share(0);
+        for (w, worker) in workers {
+            match worker {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => share(w),
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +101,17 @@ mod tests {
             );
         }
         assert!(map_in_order(0, 4, |i| i).is_empty());
+    }
+
+    /// Every item is visited once, whatever the thread count.
+    #[test]
+    fn each_item_is_visited_once() {
+        for threads in [0, 1, 2, 3, 64] {
+            let mut items: Vec<u64> = (0..37).collect();
+            for_each_mut(&mut items, threads, |x| *x = *x * *x + 1);
+            let want: Vec<u64> = (0..37u64).map(|i| i * i + 1).collect();
+            assert_eq!(items, want, "{threads} threads");
+        }
+        for_each_mut(&mut Vec::<u64>::new(), 2, |_| unreachable!());
     }
 }

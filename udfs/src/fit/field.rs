@@ -317,7 +317,7 @@ impl Kernel for FieldFitKernel {
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         for keys in &self.keys[range.clone()] {
             for &(_, i) in &keys.order {
-                self.inner.settle(i..i + 1);
+                self.inner.settle_sorted(i..i + 1);
             }
         }
         let models: Vec<Option<Model>> = range.map(|g| self.finish(g)).collect();

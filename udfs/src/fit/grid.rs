@@ -371,6 +371,11 @@ impl Grid {
         }
     }
 
+    /// Adds one row per score, each with target `t` (a class's kept rows).
+    pub(super) fn add_rows(&mut self, s: &[f64], t: f64) {
+        self.add_rows_by(s, |_| t);
+    }
+
     /// Adds one row per (s, y), the label as the target.
     pub(super) fn add_labelled<Y: Label>(&mut self, s: &[f64], y: &[Y]) {
         let y = &y[..s.len()];

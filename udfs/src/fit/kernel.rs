@@ -141,12 +141,22 @@ impl FitKernel {
         FitState::new(self.cap, self.method.grid_bits(), self.keeps_rows())
     }
 
-    /// Settles the groups in `range`, so that each is handed on or read as it will stay
-    /// (see [`FitState::settle`]).
+    /// Settles the groups in `range`, so that each is handed on as it will stay (see
+    /// [`FitState::settle`]).
     pub(crate) fn settle(&mut self, range: Range<usize>) {
+        self.settle_with(range, FitState::settle);
+    }
+
+    /// Settles the groups in `range` and sorts their rows, so that each is read as it will
+    /// stay (see [`FitState::settle_sorted`]).
+    pub(crate) fn settle_sorted(&mut self, range: Range<usize>) {
+        self.settle_with(range, FitState::settle_sorted);
+    }
+
+    fn settle_with(&mut self, range: Range<usize>, settle: fn(&mut FitState)) {
         for st in &mut self.groups[range] {
             let before = st.len_bytes();
-            st.settle();
+            settle(st);
             self.bytes = (self.bytes + st.len_bytes()).saturating_sub(before);
         }
     }
@@ -446,7 +456,7 @@ impl Kernel for FitKernel {
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        self.settle(range.clone());
+        self.settle_sorted(range.clone());
         let models: Vec<Option<Model>> = self.groups[range]
             .iter()
             .map(|st| self.finish(st))
@@ -531,7 +541,7 @@ mod tests {
         target.merge(&state, &[0]).unwrap();
         assert_eq!(target.groups[0].rows, 8);
         let points = |st: &FitState| -> Vec<(f64, f64, f64)> { st.sorted_points() };
-        target.settle(0..1);
+        target.settle_sorted(0..1);
         assert_eq!(
             points(&target.groups[0]),
             [
@@ -566,7 +576,7 @@ mod tests {
         let mut earlier = kernel();
         earlier.resize(1);
         earlier.merge(&state[..12], &[0]).unwrap();
-        earlier.settle(0..1);
+        earlier.settle_sorted(0..1);
         assert_eq!(
             points(&earlier.groups[0]),
             [(0.2, 2.0, 1.0), (0.4, 3.0, 2.5)]

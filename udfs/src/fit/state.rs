@@ -21,7 +21,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
 use super::grid::{Entry, Grid};
-use crate::values::{class_runs, is_sorted_f64, make_room, sort_f64, Tally};
+use crate::values::{at_least_distinct, class_runs, is_sorted_f64, make_room, sort_f64, Tally};
 
 /// Points of merged states and rows with an IPS target are sorted into the points when they
 /// are this many times the points (or [`MIN_APPENDED`], if more): each is merged about 1.25
@@ -40,6 +40,10 @@ const MIN_RUN: usize = 64;
 /// Most ascending parts (the own list and merged runs) a class is read in where they lie;
 /// past it they are copied into the own list and sorted with it.
 const MAX_PARTS: usize = 4;
+/// Rows from which a state hands its rows on unsorted ([`FitState::settle`]): the state that
+/// reads them proves most such states past the cap without sorting, and sorts the rest on
+/// all cores, in place when it holds the only reference to a run.
+const UNSORTED_FROM: usize = 1 << 20;
 
 /// One distinct score of an exact-mode state and its sums.
 #[derive(Debug, Clone, Copy)]
@@ -75,29 +79,56 @@ impl ClassRows {
             .collect()
     }
 
-    /// Sorts the own list; runs that are not ascending (a stored state is user data), or
-    /// past [`MAX_PARTS`], are copied into it first.
-    fn sort(&mut self) {
-        if self.runs.len() + 1 > MAX_PARTS || !self.runs.iter().all(|r| is_sorted_f64(r)) {
-            self.own
-                .reserve_exact(self.runs.iter().map(|r| r.len()).sum());
-            for r in std::mem::take(&mut self.runs) {
-                self.own.extend_from_slice(&r);
+    /// Takes out the lists that need sorting: each run that is not ascending (a stored
+    /// state is user data, and a large state hands its rows on unsorted), moved out of its
+    /// buffer where this state holds the only reference to it and copied into the own list
+    /// otherwise; then the own list, last. Past [`MAX_PARTS`], every run is copied in.
+    fn to_sort(&mut self) -> Vec<Vec<f64>> {
+        let runs = std::mem::take(&mut self.runs);
+        let merge_all = runs.len() + 1 > MAX_PARTS;
+        let mut out = vec![];
+        for run in runs {
+            if merge_all {
+                make_room(&mut self.own, run.len());
+                self.own.extend_from_slice(&run);
+            } else if is_sorted_f64(&run) {
+                self.runs.push(run);
+            } else {
+                match run.into_inner().into_vec::<f64>() {
+                    Ok(v) => out.push(v),
+                    Err(shared) => {
+                        let run = ScalarBuffer::<f64>::from(shared);
+                        make_room(&mut self.own, run.len());
+                        self.own.extend_from_slice(&run);
+                    }
+                }
             }
         }
-        sort_f64(&mut self.own);
+        out.push(std::mem::take(&mut self.own));
+        out
     }
 
-    /// The rows as one ascending list: borrowed when they are one part (call on sorted rows).
-    fn ascending(&self) -> Cow<'_, [f64]> {
+    /// Puts back what [`Self::to_sort`] took, sorted: the own list last.
+    fn put_sorted(&mut self, mut sorted: Vec<Vec<f64>>) {
+        self.own = sorted.pop().unwrap_or_default();
+        self.runs.extend(sorted.into_iter().map(ScalarBuffer::from));
+    }
+
+    /// The rows as one list, borrowed when they are one part: ascending (merged) when the
+    /// parts are, else the parts one after the other.
+    fn joined(&self, ascending: bool) -> Cow<'_, [f64]> {
         match self.parts()[..] {
             [] => Cow::Borrowed(&[]),
             [one] => Cow::Borrowed(one),
             ref parts => {
                 let mut out = Vec::with_capacity(self.len());
-                let none = Tally::default();
-                for (s, k) in class_runs(parts, &none) {
-                    out.extend(std::iter::repeat_n(s, k as usize));
+                if ascending {
+                    let none = Tally::default();
+                    for (s, k) in class_runs(parts, &none) {
+                        out.extend(std::iter::repeat_n(s, k as usize));
+                    }
+                } else {
+                    parts.iter().for_each(|p| out.extend_from_slice(p));
                 }
                 Cow::Owned(out)
             }
@@ -113,9 +144,11 @@ pub(super) struct Appended {
     /// Own rows (both classes) when the state last looked at them and found their scores
     /// mostly distinct.
     looked: usize,
-    /// Whether the rows are as they are handed on: each class's parts ascending (at most
-    /// [`MAX_PARTS`]) and `other` sorted into the points.
+    /// Whether the state is as it is handed on: `other` sorted into the points, and each
+    /// class's parts ascending unless the state has [`UNSORTED_FROM`] rows or more.
     settled: bool,
+    /// Whether each class's parts are ascending (at most [`MAX_PARTS`] of them).
+    sorted: bool,
     /// Every other (score, Σ1, Σt), unsorted: rows with an IPS target, merged states'
     /// points.
     other: Vec<Point>,
@@ -145,6 +178,7 @@ impl Appended {
             let own = &mut self.class[(t == 1.0) as usize].own;
             make_room(own, 1);
             own.push(s);
+            self.sorted = false;
         } else {
             self.other.push(Point { s, n, t });
         }
@@ -179,10 +213,30 @@ impl Appended {
     }
 
     /// Sorts each class and `other` (stably: merged states' points come as ascending runs,
-    /// which the sort merges as they are).
+    /// which the sort merges as they are). A state of [`UNSORTED_FROM`] rows or more sorts
+    /// its lists on all cores.
     fn sort(&mut self) {
-        self.class.iter_mut().for_each(ClassRows::sort);
+        if !self.sorted {
+            let threads = match self.rows() >= UNSORTED_FROM {
+                true => crate::parallel::cores(),
+                false => 1,
+            };
+            let mut lists = self.class.each_mut().map(ClassRows::to_sort);
+            let mut all: Vec<&mut Vec<f64>> = lists.iter_mut().flatten().collect();
+            all.sort_by_key(|v| std::cmp::Reverse(v.len()));
+            crate::parallel::for_each_mut(&mut all, threads, |v| sort_f64(v));
+            for (class, sorted) in self.class.iter_mut().zip(lists) {
+                class.put_sorted(sorted);
+            }
+            self.sorted = true;
+        }
         self.other.sort_by(|a, b| a.s.total_cmp(&b.s));
+    }
+
+    /// The class rows' parts, in any order.
+    fn parts(&self) -> Vec<&[f64]> {
+        let [neg, pos] = &self.class;
+        neg.parts().into_iter().chain(pos.parts()).collect()
     }
 }
 
@@ -375,9 +429,7 @@ impl FitState {
             return;
         }
         if let Some(grid) = &mut self.grid {
-            for &s in &values[start..start + len] {
-                grid.add(s, 1.0, c as f64);
-            }
+            grid.add_rows(&values[start..start + len], c as f64);
             return;
         }
         let Some(a) = &mut self.appended else {
@@ -395,6 +447,7 @@ impl FitState {
                 .extend_from_slice(&values[start..start + len]);
         }
         a.settled = false;
+        a.sorted = false;
         if a.due(self.points.len()) {
             self.look();
         }
@@ -414,12 +467,9 @@ impl FitState {
         if rows_due && !collapse_rows {
             a.looked = own;
         }
-        if self.points.len() + a.len() > self.cap {
-            a.sort();
-            if self.past_cap() {
-                self.switch_to_grid();
-                return;
-            }
+        if self.points.len() + a.len() > self.cap && self.over_cap() {
+            self.switch_to_grid();
+            return;
         }
         let Some(a) = &self.appended else {
             return;
@@ -429,6 +479,35 @@ impl FitState {
         {
             self.collapse(collapse_rows);
         }
+    }
+
+    /// Whether the points, the rows and `other` hold more than `cap` distinct scores: proven
+    /// from the rows without sorting them when they hold that many
+    /// ([`crate::values::at_least_distinct`], a bitmap of twice the rows' bits), else
+    /// counted after sorting (either answer is exact; the proof spares the sort).
+    fn over_cap(&mut self) -> bool {
+        if self.proven_over_cap() {
+            return true;
+        }
+        if let Some(a) = &mut self.appended {
+            a.sort();
+        }
+        self.past_cap()
+    }
+
+    /// Whether the rows prove more than `cap` distinct scores without sorting (see
+    /// [`Self::over_cap`]); false says nothing.
+    fn proven_over_cap(&self) -> bool {
+        let Some(a) = &self.appended else {
+            return false;
+        };
+        // The bits that all rows could set were every score distinct: m·(1 − e^(−rows/m))
+        // in expectation for a bitmap of m bits. When that is not clearly past the cap (the
+        // rows are barely more than it), the bitmap is not tried.
+        let (rows, k) = (a.rows(), self.cap + 1);
+        let m = (2 * rows).next_power_of_two() as f64;
+        let reachable = m * -(-(rows as f64) / m).exp_m1();
+        reachable >= 1.05 * k as f64 && at_least_distinct(&a.parts(), 2 * rows, k)
     }
 
     /// Whether the points, the sorted rows and `other` hold more than `cap` distinct scores
@@ -447,9 +526,10 @@ impl FitState {
         let Some(a) = &mut self.appended else {
             return;
         };
-        a.other.sort_by(|p, q| p.s.total_cmp(&q.s));
         if rows_too {
-            a.class.iter_mut().for_each(ClassRows::sort);
+            a.sort();
+        } else {
+            a.other.sort_by(|p, q| p.s.total_cmp(&q.s));
         }
         let classes = match rows_too {
             true => [a.class[0].parts(), a.class[1].parts()],
@@ -472,13 +552,17 @@ impl FitState {
         if rows_too {
             a.class = Default::default();
             a.looked = 0;
+            a.sorted = true;
         }
         self.points = merged;
     }
 
-    /// Brings a state that keeps rows to the form it is handed on and read in: each class's
-    /// rows ascending, `other` sorted into the points; past the cap, the grid. Called before
-    /// the state is handed on or read.
+    /// Brings a state that keeps rows to the form it is handed on in: `other` sorted into
+    /// the points, each class's rows ascending, and past the cap the grid. A state of
+    /// [`UNSORTED_FROM`] rows or more is not sorted: it goes to the grid if its rows prove
+    /// it past the cap without sorting ([`Self::over_cap`]'s bitmap), and is otherwise
+    /// handed on unsorted, for the state that reads it to decide ([`Self::settle_sorted`]).
+    /// Called before the state is handed on.
     pub(crate) fn settle(&mut self) {
         let Some(a) = &mut self.appended else {
             return;
@@ -486,16 +570,45 @@ impl FitState {
         if a.settled {
             return;
         }
-        a.sort();
-        if self.points.len() + a.len() > self.cap && self.past_cap() {
-            self.switch_to_grid();
-            return;
+        let large = a.rows() >= UNSORTED_FROM;
+        if self.points.len() + a.len() > self.cap {
+            let past = match large {
+                true => self.proven_over_cap(),
+                false => self.over_cap(),
+            };
+            if past {
+                self.switch_to_grid();
+                return;
+            }
         }
-        if self.appended.as_ref().is_some_and(|a| !a.other.is_empty()) {
+        let Some(a) = &mut self.appended else {
+            return;
+        };
+        if !large {
+            a.sort();
+        }
+        if !a.other.is_empty() {
             self.collapse(false);
         }
         if let Some(a) = &mut self.appended {
             a.settled = true;
+        }
+    }
+
+    /// [`Self::settle`]s the state and sorts its rows, the form it is read in; a state whose
+    /// rows were left unsorted counts its distinct scores once sorted (past the cap, the
+    /// grid).
+    pub(crate) fn settle_sorted(&mut self) {
+        self.settle();
+        let Some(a) = &mut self.appended else {
+            return;
+        };
+        if a.sorted {
+            return;
+        }
+        a.sort();
+        if self.points.len() + a.len() > self.cap && self.past_cap() {
+            self.switch_to_grid();
         }
     }
 
@@ -512,10 +625,11 @@ impl FitState {
         }
     }
 
-    /// A settled state's rows of class `c`, ascending (empty for a hashed or grid state).
+    /// A settled state's rows of class `c`: ascending, unless it hands them on unsorted
+    /// ([`Self::settle`]); empty for a hashed or grid state.
     pub(super) fn class_rows(&self, c: usize) -> Cow<'_, [f64]> {
         match &self.appended {
-            Some(a) => a.class[c].ascending(),
+            Some(a) => a.class[c].joined(a.sorted),
             None => Cow::Borrowed(&[]),
         }
     }
@@ -577,9 +691,7 @@ impl FitState {
         if let Some(a) = appended {
             for (c, rows) in a.class.iter().enumerate() {
                 for part in rows.parts() {
-                    for &s in part {
-                        grid.add(s, 1.0, c as f64);
-                    }
+                    grid.add_rows(part, c as f64);
                 }
             }
             for p in &a.other {
@@ -595,7 +707,7 @@ impl FitState {
         match &self.appended {
             Some(a) if a.len() > 0 => {
                 let sorted;
-                let a = if a.settled {
+                let a = if a.settled && a.sorted {
                     a
                 } else {
                     let mut copy = (**a).clone();

@@ -90,7 +90,7 @@ impl Kernel for PointsKernel {
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        self.inner.settle(range.clone());
+        self.inner.settle_sorted(range.clone());
         // A group without rows is NULL.
         let states: Vec<Option<&FitState>> = self.inner.groups[range]
             .iter()

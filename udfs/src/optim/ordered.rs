@@ -84,7 +84,10 @@ impl Nodes {
         match self.runs.last() {
             Some(r) if r.z == z && r.k == p.k => {}
             last => {
-                debug_assert!(last.is_none_or(|r| r.z <= z), "nodes grouped by field value");
+                debug_assert!(
+                    last.is_none_or(|r| r.z <= z),
+                    "nodes grouped by field value"
+                );
                 self.runs.push(Run {
                     z,
                     k: p.k,
@@ -144,7 +147,13 @@ impl Nodes {
                 }
             };
             let weights = &self.weights[stored_before(start)..stored_before(end)];
-            f(run.z, run.k, &self.lambda[start..end], &self.tag[start..end], weights);
+            f(
+                run.z,
+                run.k,
+                &self.lambda[start..end],
+                &self.tag[start..end],
+                weights,
+            );
         }
     }
 
@@ -417,7 +426,13 @@ fn chunks(nodes: &Nodes, zn: usize) -> Vec<std::ops::Range<usize>> {
 /// ln(1 + q) and σ(e) from the same q = exp(−|e|) (the values of `softplus` and `sigmoid`,
 /// to an ulp or two). A run's nodes share their knot and field value, so their sums are
 /// kept in locals and added to the chunk's once a run.
-fn chunk_sums(nodes: &Nodes, range: std::ops::Range<usize>, b: &[f64], g: &[f64], kn: usize) -> Sums {
+fn chunk_sums(
+    nodes: &Nodes,
+    range: std::ops::Range<usize>,
+    b: &[f64],
+    g: &[f64],
+    kn: usize,
+) -> Sums {
     let zn = g.len();
     let z0 = if zn > 0 { nodes.z_of(range.start) } else { 0 };
     let zs = if zn > 0 {
@@ -483,12 +498,7 @@ fn chunk_sums(nodes: &Nodes, range: std::ops::Range<usize>, b: &[f64], g: &[f64]
 }
 
 /// The sums of all nodes at (b, g), the chunks spread over the machine's cores.
-fn pass(
-    nodes: &Nodes,
-    chunks: &[std::ops::Range<usize>],
-    b: &[f64],
-    g: &[f64],
-) -> Sums {
+fn pass(nodes: &Nodes, chunks: &[std::ops::Range<usize>], b: &[f64], g: &[f64]) -> Sums {
     pass_on(crate::parallel::cores(), nodes, chunks, b, g)
 }
 
@@ -807,7 +817,10 @@ mod tests {
             assert_eq!(got.len(), want.len());
             for (x, y) in got.iter().zip(want) {
                 let diff = (x - y).abs();
-                assert!(diff <= 1e-10 * y.abs().max(1.0), "{zn} values: {x} against {y}");
+                assert!(
+                    diff <= 1e-10 * y.abs().max(1.0),
+                    "{zn} values: {x} against {y}"
+                );
             }
         }
     }
