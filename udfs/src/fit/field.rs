@@ -308,7 +308,7 @@ impl Kernel for FieldFitKernel {
         let inner = if self.is_every_inner_group(&order) {
             self.inner.take_state(0..self.inner.num_groups())?
         } else {
-            self.inner.settle(0..self.inner.num_groups());
+            self.inner.settle_sorted(0..self.inner.num_groups());
             self.inner.state(0..self.inner.num_groups())?
         };
         self.state_with(range, order, inner)

@@ -141,6 +141,14 @@ impl FitKernel {
         FitState::new(self.cap, self.method.grid_bits(), self.keeps_rows())
     }
 
+    /// Whether the groups in `range` are handed on with their rows sorted, however many:
+    /// when there are several. Their rows share the lists' buffers, which the state that
+    /// reads them could only sort on a copy; a group handed on alone may leave its rows
+    /// unsorted (see [`FitState::settle`]).
+    fn hands_on_sorted(range: &Range<usize>) -> bool {
+        range.len() > 1
+    }
+
     /// Settles the groups in `range`, so that each is handed on as it will stay (see
     /// [`FitState::settle`]).
     pub(crate) fn settle(&mut self, range: Range<usize>) {
@@ -423,8 +431,11 @@ impl Kernel for FitKernel {
     /// empty: 24 bytes a point instead of 64); and each class's kept rows, ascending (8 bytes
     /// a row). A group that is not settled is handed on as a settled copy.
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let sts: Vec<Cow<'_, FitState>> =
-            self.groups[range].iter().map(|st| st.settled()).collect();
+        let sorted = Self::hands_on_sorted(&range);
+        let sts: Vec<Cow<'_, FitState>> = self.groups[range]
+            .iter()
+            .map(|st| st.settled(sorted))
+            .collect();
         let class_rows = [0, 1].map(|c| {
             let rows: Vec<Cow<'_, [f64]>> = sts.iter().map(|st| st.class_rows(c)).collect();
             let offsets = OffsetBuffer::from_lengths(rows.iter().map(|r| r.len()));
@@ -438,7 +449,10 @@ impl Kernel for FitKernel {
     /// own rows become the lists' buffers without a copy (a partition's state); several are
     /// concatenated, each group's freed once copied.
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        self.settle(range.clone());
+        match Self::hands_on_sorted(&range) {
+            true => self.settle_sorted(range.clone()),
+            false => self.settle(range.clone()),
+        }
         let mut rows: [Vec<Vec<f64>>; 2] = Default::default();
         for st in &mut self.groups[range.clone()] {
             let before = st.len_bytes();

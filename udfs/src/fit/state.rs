@@ -9,8 +9,9 @@
 //!
 //! A kept row whose target is 0 or 1 is its 8-byte score in its class's list, a third of a
 //! point (score, Σ1, Σt). The lists stay rows while their scores are mostly distinct, and are
-//! handed on sorted, one list a class; a merged state's lists are kept where they lie, in the
-//! state's Arrow buffer. Rows whose scores repeat are collapsed into ascending points, and so
+//! handed on one list a class, sorted unless the state is large ([`FitState::settle`]: the
+//! reader may then go to the grid without sorting them); a merged state's lists are kept
+//! where they lie, in the state's Arrow buffer. Rows whose scores repeat are collapsed into ascending points, and so
 //! are rows with an IPS target and merged states' points.
 
 use std::borrow::Cow;
@@ -83,7 +84,7 @@ impl ClassRows {
     /// state is user data, and a large state hands its rows on unsorted), moved out of its
     /// buffer where this state holds the only reference to it and copied into the own list
     /// otherwise; then the own list, last. Past [`MAX_PARTS`], every run is copied in.
-    fn to_sort(&mut self) -> Vec<Vec<f64>> {
+    fn take_unsorted(&mut self) -> Vec<Vec<f64>> {
         let runs = std::mem::take(&mut self.runs);
         let merge_all = runs.len() + 1 > MAX_PARTS;
         let mut out = vec![];
@@ -108,7 +109,7 @@ impl ClassRows {
         out
     }
 
-    /// Puts back what [`Self::to_sort`] took, sorted: the own list last.
+    /// Puts back what [`Self::take_unsorted`] took, sorted: the own list last.
     fn put_sorted(&mut self, mut sorted: Vec<Vec<f64>>) {
         self.own = sorted.pop().unwrap_or_default();
         self.runs.extend(sorted.into_iter().map(ScalarBuffer::from));
@@ -221,7 +222,7 @@ impl Appended {
                 true => crate::parallel::cores(),
                 false => 1,
             };
-            let mut lists = self.class.each_mut().map(ClassRows::to_sort);
+            let mut lists = self.class.each_mut().map(ClassRows::take_unsorted);
             let mut all: Vec<&mut Vec<f64>> = lists.iter_mut().flatten().collect();
             all.sort_by_key(|v| std::cmp::Reverse(v.len()));
             crate::parallel::for_each_mut(&mut all, threads, |v| sort_f64(v));
@@ -612,13 +613,16 @@ impl FitState {
         }
     }
 
-    /// The state as it is handed on: itself when settled (or hashed, or a grid), else a
-    /// settled copy.
-    pub(super) fn settled(&self) -> Cow<'_, FitState> {
+    /// The state as it is handed on: itself when settled (and, with `sorted`, sorted), or
+    /// when hashed or a grid; else a copy brought to that form.
+    pub(super) fn settled(&self, sorted: bool) -> Cow<'_, FitState> {
         match &self.appended {
-            Some(a) if !a.settled => {
+            Some(a) if !a.settled || (sorted && !a.sorted) => {
                 let mut copy = self.clone();
-                copy.settle();
+                match sorted {
+                    true => copy.settle_sorted(),
+                    false => copy.settle(),
+                }
                 Cow::Owned(copy)
             }
             _ => Cow::Borrowed(self),
@@ -972,5 +976,107 @@ mod tests {
         }
         st.settle();
         assert!(!st.is_grid());
+    }
+
+    /// A state of [`UNSORTED_FROM`] rows or more hands its rows on unsorted, and the state
+    /// that reads them decides: below the cap it sorts them (in place when it holds the only
+    /// reference to a run, else on a copy) and gives the points of the rows, counted here
+    /// from a plain sort of (score, target) pairs; past the cap the bitmap sends it to the
+    /// grid without sorting, with the cells of a hashed state fed the same rows (that part
+    /// compares two of this crate's layouts, as above).
+    #[test]
+    fn large_states_hand_on_unsorted_rows_and_the_reader_decides() {
+        let per_state = UNSORTED_FROM + 1000;
+        let rows: Vec<(f64, f64)> = (0..2 * per_state as u64)
+            .map(|i| {
+                let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let s = (h >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0;
+                (s, (h >> 7 & 1) as f64)
+            })
+            .collect();
+        // The points of the rows: sorted pairs, grouped by score.
+        let mut sorted = rows.clone();
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut want: Vec<(f64, f64, f64)> = vec![];
+        for &(s, t) in &sorted {
+            match want.last_mut() {
+                Some(p) if p.0 == s => {
+                    p.1 += 1.0;
+                    p.2 += t;
+                }
+                _ => want.push((s, 1.0, t)),
+            }
+        }
+        // Two partial states' rows as handed on: each class one unsorted list.
+        let handed_on = |cap: usize| -> Vec<[ScalarBuffer<f64>; 2]> {
+            rows.chunks(per_state)
+                .map(|part| {
+                    let mut st = FitState::new(cap, FINE_BITS, true);
+                    for &(s, t) in part {
+                        st.add_point(s, 1.0, t);
+                    }
+                    st.settle();
+                    assert!(!st.is_grid() && st.points.is_empty());
+                    let lists = st.take_class_rows().expect("one own list a class");
+                    assert!(
+                        lists.iter().all(|v| !is_sorted_f64(v)),
+                        "handed on unsorted"
+                    );
+                    lists.map(ScalarBuffer::from)
+                })
+                .collect()
+        };
+        for keep_a_reference in [false, true] {
+            let cap = 10 * per_state;
+            let mut reader = FitState::new(cap, FINE_BITS, true);
+            let mut kept = vec![];
+            for lists in handed_on(cap) {
+                for (c, v) in lists.iter().enumerate() {
+                    reader.add_class_rows(c, v, (0, v.len()));
+                }
+                if keep_a_reference {
+                    kept.push(lists);
+                }
+            }
+            reader.settle_sorted();
+            let a = reader.appended.as_ref().expect("exact");
+            let in_place = a
+                .class
+                .iter()
+                .all(|c| c.own.is_empty() && c.runs.len() == 2);
+            assert_eq!(in_place, !keep_a_reference, "sorted where the runs lie");
+            let got = reader.sorted_points();
+            assert_eq!(got.len(), want.len());
+            assert!(
+                got.iter().zip(&want).all(|(g, w)| g == w),
+                "{keep_a_reference}"
+            );
+        }
+        // Past the cap: the grid, as a hashed state makes it.
+        let cap = per_state;
+        let mut reader = FitState::new(cap, FINE_BITS, true);
+        let mut hashed = FitState::new(cap, FINE_BITS, false);
+        for lists in handed_on(cap) {
+            for (c, v) in lists.iter().enumerate() {
+                reader.add_class_rows(c, v, (0, v.len()));
+            }
+        }
+        for &(s, t) in &rows {
+            hashed.add_point(s, 1.0, t);
+            hashed.observe_range(s, s);
+            reader.observe_range(s, s);
+        }
+        reader.settle_sorted();
+        assert!(reader.is_grid() && hashed.is_grid());
+        let (a, b) = (hashed.sorted_points(), reader.sorted_points());
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.1, y.1);
+            assert!(
+                (x.0 - y.0).abs() <= 1e-12 * x.0.abs().max(1.0),
+                "{x:?} {y:?}"
+            );
+            assert!((x.2 - y.2).abs() <= 1e-12 * x.2.abs(), "{x:?} {y:?}");
+        }
     }
 }
