@@ -63,6 +63,20 @@ impl Prefix {
     }
 }
 
+/// `v.partition_point(pred)` for a `pred` known to hold on `v[..start]`: searched from
+/// `start` in steps that double, then by bisection, so a histogram's bins (each a few of the
+/// points past the last) cost O(log points-in-bin) each, not O(log points).
+fn partition_from<T>(v: &[T], start: usize, pred: impl Fn(&T) -> bool) -> usize {
+    let (mut lo, mut hi, mut step) = (start, start, 1);
+    while hi < v.len() && pred(&v[hi]) {
+        lo = hi + 1;
+        hi = start + step;
+        step *= 2;
+    }
+    let hi = hi.min(v.len()).max(lo);
+    lo + v[lo..hi].partition_point(pred)
+}
+
 /// One equal-width histogram of netcal's BBQ.
 struct Histogram {
     edges: Vec<f64>,
@@ -82,7 +96,7 @@ impl Histogram {
                 let end = if k + 1 == bins {
                     points.len()
                 } else {
-                    points.partition_point(|pt| clip(pt.0) < edges[k + 1])
+                    partition_from(points, start, |pt| clip(pt.0) < edges[k + 1])
                 };
                 let (n, t) = prefix.sums(start, end);
                 start = end;
@@ -114,7 +128,7 @@ impl Histogram {
             let end = if k + 1 == bins {
                 points.len()
             } else {
-                points.partition_point(|pt| pt.0 <= self.edges[k + 1])
+                partition_from(points, start, |pt| pt.0 <= self.edges[k + 1])
             };
             let (n, t) = prefix.sums(start, end);
             start = end;
@@ -136,33 +150,35 @@ fn fit_bbq(st: &FitState, m: &mut Model) {
     let max_bins = ((rows / 5.0).ceil() as usize).min((cube_root * 10.0).ceil() as usize);
     let max_bins = max_bins.max(min_bins);
     let prefix = Prefix::new(&points);
-    let mut models: Vec<(Histogram, f64)> = (min_bins..=max_bins)
-        .map(|bins| {
-            let h = Histogram::fit(&points, &prefix, bins);
-            let ll = h.log_likelihood(&points, &prefix);
-            let bic = -2.0 * ll + bins as f64 * rows.ln();
-            (h, bic)
-        })
-        .collect();
-    let best = models.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-    for x in models.iter_mut() {
-        x.1 = ((best - x.1) / 2.0).exp();
-    }
-    let count = models.len() as f64;
-    let mean = models.iter().map(|x| x.1).sum::<f64>() / count;
-    let var = models.iter().map(|x| (x.1 - mean).powi(2)).sum::<f64>() / count;
+    // Every bin count's BIC, on all cores (thousands of histograms on millions of rows);
+    // only the kept histograms are fitted again below.
+    let bic_of = |bins: usize| {
+        let ll = Histogram::fit(&points, &prefix, bins).log_likelihood(&points, &prefix);
+        -2.0 * ll + bins as f64 * rows.ln()
+    };
+    let count = max_bins - min_bins + 1;
+    let bics =
+        crate::parallel::map_in_order(count, crate::parallel::cores(), |i| bic_of(min_bins + i));
+    let best = bics.iter().copied().fold(f64::INFINITY, f64::min);
+    let weights: Vec<f64> = bics.iter().map(|b| ((best - b) / 2.0).exp()).collect();
+    let mean = weights.iter().sum::<f64>() / count as f64;
+    let var = weights.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / count as f64;
     // Descending weight; equal weights keep their bin-count order (numpy's argsort of −w
     // reverses a stable ascending sort, so ties come out in reverse; their order does not
     // change the sum's terms, only its rounding).
-    models.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
     let mut k = 0;
-    while k + 1 < models.len() && models[k].1 == models[k + 1].1 {
+    while k + 1 < count && weights[order[k]] == weights[order[k + 1]] {
         k += 1;
     }
-    while k + 1 < models.len() && (models[k].1 - models[k + 1].1) / var > ELBOW_ALPHA {
+    while k + 1 < count && (weights[order[k]] - weights[order[k + 1]]) / var > ELBOW_ALPHA {
         k += 1;
     }
-    models.truncate(k + 1);
+    let models: Vec<(Histogram, f64)> = order[..=k]
+        .iter()
+        .map(|&i| (Histogram::fit(&points, &prefix, min_bins + i), weights[i]))
+        .collect();
     let total: f64 = models.iter().map(|x| x.1).sum();
     // The averaged step function: constant on each interval between consecutive edges of
     // the union, valued at the interval's right end (its bins are closed on the right).
@@ -244,3 +260,28 @@ value on each (x_i, x_i+1] in `knots_y`; `iterations` holds the number of histog
 ```"#
 )]
 struct FitBbqDoc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search from a start gives std's `partition_point` for every start the predicate
+    /// holds before, on runs of repeated and distinct values.
+    #[test]
+    fn partition_from_is_partition_point() {
+        let v: Vec<u32> = (0..300u32).map(|i| i / 3 + (i % 7 == 0) as u32).collect();
+        let mut sorted = v.clone();
+        sorted.sort();
+        for bound in 0..=110 {
+            let pred = |x: &u32| *x < bound;
+            let want = sorted.partition_point(pred);
+            for start in 0..=want {
+                assert_eq!(
+                    partition_from(&sorted, start, pred),
+                    want,
+                    "{bound} {start}"
+                );
+            }
+        }
+    }
+}

@@ -85,6 +85,9 @@ impl FitKernel {
             st.reserve_exact_cap();
         }
         let mut i = 0;
+        if q.is_none() && st.append_labelled(s, y) {
+            i = s.len();
+        }
         while i < s.len() && !st.is_grid() {
             st.add_point(s[i], 1.0, target(i));
             i += 1;
