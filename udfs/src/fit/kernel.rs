@@ -102,6 +102,25 @@ impl FitKernel {
         true
     }
 
+    /// A batch of rows spread over groups, for states that keep rows: checked once (finite
+    /// scores, in [0, 1] for a fit of probabilities, labels 0 or 1), then each row pushed to
+    /// its group's class list. False, with nothing added, when a check fails (the row loop
+    /// then names the bad value).
+    fn update_grouped<Y: Label>(&mut self, s: &[f64], y: &[Y], groups: &[usize]) -> bool {
+        let Some((lo, hi)) = finite_range(s) else {
+            return false;
+        };
+        if (self.method.takes_probability() && !(lo >= 0.0 && hi <= 1.0)) || !all_labels(y) {
+            return false;
+        }
+        let mut bytes = self.bytes as isize;
+        for ((&si, yi), &g) in s.iter().zip(y).zip(groups) {
+            bytes += self.groups[g].add_labelled_row(si, yi.bit() as usize);
+        }
+        self.bytes = bytes.max(0) as usize;
+        true
+    }
+
     pub(super) fn finish(&self, st: &FitState) -> Option<Model> {
         if st.rows == 0 {
             return None;
@@ -279,6 +298,13 @@ impl Kernel for FitKernel {
         if mask.is_none()
             && self.groups.len() == 1
             && with_labels!(&values[1], |y| self.update_whole(s, y, q)) == Some(true)
+        {
+            return Ok(());
+        }
+        if mask.is_none()
+            && q.is_none()
+            && self.keeps_rows()
+            && with_labels!(&values[1], |y| self.update_grouped(s, y, groups)) == Some(true)
         {
             return Ok(());
         }

@@ -401,6 +401,34 @@ impl FitState {
         }
     }
 
+    /// Adds one row of label `class` (0 or 1, checked) and finite score `s` (checked),
+    /// counting it in `rows` and the range: the row loop of a batch spread over many groups
+    /// (a field-aware fit's thousands of field values). Returns the change in
+    /// [`Self::len_bytes`], read only when a list grew or the state looked at its rows.
+    #[inline]
+    pub(super) fn add_labelled_row(&mut self, s: f64, class: usize) -> isize {
+        self.rows += 1;
+        self.observe_range(s, s);
+        let Some(a) = self.appended.as_deref_mut().filter(|_| self.grid.is_none()) else {
+            let before = self.len_bytes();
+            self.add_point(s, 1.0, class as f64);
+            return self.len_bytes() as isize - before as isize;
+        };
+        let own = &mut a.class[class].own;
+        let capacity = own.capacity();
+        make_room(own, 1);
+        own.push(s + 0.0); // -0.0 and 0.0 are one score
+        let grown = (own.capacity() - capacity) * size_of::<f64>();
+        a.settled = false;
+        a.sorted = false;
+        if !a.due(self.points.len()) {
+            return grown as isize;
+        }
+        let before = self.len_bytes();
+        self.look();
+        grown as isize + self.len_bytes() as isize - before as isize
+    }
+
     /// Appends a batch of rows whose targets are labels already checked to be 0 or 1 to a
     /// state that keeps rows (exact): each score to its class's list, with no branch on the
     /// label, which is random and mispredicted; then looks once if due. False, with nothing
