@@ -12,8 +12,18 @@ pub(crate) fn points_loss(points: &[(f64, f64, f64)], mut p: impl FnMut(usize) -
     let (mut num, mut den) = (0.0, 0.0);
     for (i, &(_, n, t)) in points.iter().enumerate() {
         let pi = p(i).clamp(eps, 1.0 - eps);
-        // pi ≥ eps is a positive normal number.
-        num += -t * ln_normal(pi) - (n - t) * ln_1m(pi);
+        if n == 1.0 && (t == 0.0 || t == 1.0) {
+            // A single row (most points of distinct scores): the one logarithm its class
+            // weighs, chosen without a branch on the class: ln(p), or ln(1 − p) as
+            // `ln_1m` computes it (the rounded 1 − p and its rounding error), the same
+            // values as the general line below.
+            let u = if t == 1.0 { pi } else { 1.0 - pi };
+            let c = if t == 1.0 { 0.0 } else { (1.0 - u) - pi };
+            num -= ln_normal(u) + c / u;
+        } else {
+            // pi ≥ eps is a positive normal number.
+            num += -t * ln_normal(pi) - (n - t) * ln_1m(pi);
+        }
         den += n;
     }
     num / den
