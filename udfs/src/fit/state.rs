@@ -759,7 +759,11 @@ impl FitState {
         }
         if let Some(a) = appended {
             for (c, rows) in a.class.iter().enumerate() {
-                for part in rows.parts() {
+                // In an order of their own, not the order the partial states arrived in,
+                // so the cells' sums are the same from one run to the next.
+                let mut parts = rows.parts();
+                parts.sort_by_key(|p| (p.len(), p[0].to_bits(), p[p.len() - 1].to_bits()));
+                for part in parts {
                     grid.add_rows(part, c as f64);
                 }
             }
