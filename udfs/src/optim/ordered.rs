@@ -42,6 +42,17 @@ pub(crate) struct Located {
 /// weights stored in [`Nodes::weights`].
 const TAG_STORED: u8 = 2;
 
+/// A node's weights (a, t) from its tag, taking the next stored weights for
+/// [`TAG_STORED`].
+#[inline(always)]
+fn node_weights<'a>(tag: u8, stored: &mut impl Iterator<Item = &'a (f64, f64)>) -> (f64, f64) {
+    if tag == TAG_STORED {
+        stored.next().copied().unwrap_or((0.0, 0.0))
+    } else {
+        (1.0, tag as f64)
+    }
+}
+
 /// The quadrature nodes of an ordered fit, grouped by field value, in about 9 bytes a node:
 /// each node's λ and a one-byte tag, its field value and knot in the run it belongs to, and
 /// (a, t) stored only for nodes that are not single rows of class 0 or 1. A fit over 20M
@@ -159,43 +170,13 @@ impl Nodes {
 
     /// Calls `f` with the field value and the node of each of nodes `range`, in order.
     fn for_each(&self, range: std::ops::Range<usize>, mut f: impl FnMut(usize, &Located)) {
-        if range.is_empty() {
-            return;
-        }
-        let first = self.runs.partition_point(|r| r.start <= range.start) - 1;
-        for (ri, run) in self.runs.iter().enumerate().skip(first) {
-            if run.start >= range.end {
-                break;
+        self.for_each_run(range, |z, k, lambda, tag, weights| {
+            let mut stored = weights.iter();
+            for (&lambda, &tag) in lambda.iter().zip(tag) {
+                let (a, t) = node_weights(tag, &mut stored);
+                f(z, &Located { k, lambda, a, t });
             }
-            let end = self
-                .runs
-                .get(ri + 1)
-                .map_or(self.len(), |next| next.start)
-                .min(range.end);
-            let start = run.start.max(range.start);
-            // Stored weights of the run's nodes before `start`.
-            let mut w = run.weights
-                + self.tag[run.start..start]
-                    .iter()
-                    .filter(|&&t| t == TAG_STORED)
-                    .count();
-            for i in start..end {
-                let tag = self.tag[i];
-                let (a, t) = if tag == TAG_STORED {
-                    w += 1;
-                    self.weights[w - 1]
-                } else {
-                    (1.0, tag as f64)
-                };
-                let p = Located {
-                    k: run.k,
-                    lambda: self.lambda[i],
-                    a,
-                    t,
-                };
-                f(run.z, &p);
-            }
-        }
+        });
     }
 }
 
@@ -449,11 +430,7 @@ fn chunk_sums(
         // value, ∂b_k, ∂b_{k+1}, ∂²b_k, ∂²b_{k+1}, ∂b_k∂b_{k+1}, ∂g, ∂²g, ∂g∂b_k, ∂g∂b_{k+1}
         let mut r_sum = [0.0f64; 10];
         for (&l, &tag) in lambda.iter().zip(tag) {
-            let (a, t) = if tag == TAG_STORED {
-                stored.next().copied().unwrap_or((0.0, 0.0))
-            } else {
-                (1.0, tag as f64)
-            };
+            let (a, t) = node_weights(tag, &mut stored);
             let (w0, w1) = (1.0 - l, l);
             let e = w0 * bk + w1 * bk1 + gz;
             let q = (-e.abs()).exp();
