@@ -391,6 +391,16 @@ impl Grid {
         self.add_rows_by(s, |i| ips_target(y[i].to_f64(), q[i], clip));
     }
 
+    /// Adds another grid's cells (of the same resolution) to this one's.
+    pub(super) fn absorb(&mut self, other: &Grid) {
+        debug_assert_eq!(self.bits, other.bits);
+        for (id, idx, c) in other.iter() {
+            if c.n() != 0.0 {
+                self.cell(id, idx).merge(&c.entry(0.0));
+            }
+        }
+    }
+
     /// The touched cells: (block id, index, cell).
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, usize, &Cell)> + '_ {
         self.ids

@@ -570,10 +570,15 @@ impl FitState {
         // The bits that all rows could set were every score distinct: m·(1 − e^(−rows/m))
         // in expectation for a bitmap of m bits. When that is not clearly past the cap (the
         // rows are barely more than it), the bitmap is not tried.
+        // The smaller of the two bitmaps (about the rows' bits, or twice) that could.
         let (rows, k) = (a.rows(), self.cap + 1);
-        let m = (2 * rows).next_power_of_two() as f64;
-        let reachable = m * -(-(rows as f64) / m).exp_m1();
-        reachable >= 1.05 * k as f64 && at_least_distinct(&a.parts(), 2 * rows, k)
+        let reachable = |m: usize| m as f64 * -(-(rows as f64) / m as f64).exp_m1();
+        let small = rows.next_power_of_two();
+        let bits = match reachable(small) >= 1.05 * k as f64 {
+            true => small,
+            false => 2 * small,
+        };
+        reachable(bits) >= 1.05 * k as f64 && at_least_distinct(&a.parts(), bits, k)
     }
 
     /// Whether the points, the sorted rows and `other` hold more than `cap` distinct scores
@@ -758,13 +763,35 @@ impl FitState {
             grid.add(p.s, p.n, p.t);
         }
         if let Some(a) = appended {
+            // Each class's parts in an order of their own, not the order the partial states
+            // arrived in, so the cells' sums are the same from one run to the next; many
+            // rows are added on all cores, the parts dealt out in turn to one grid a core,
+            // and those grids added in order.
+            let mut parts: Vec<(&[f64], f64)> = vec![];
             for (c, rows) in a.class.iter().enumerate() {
-                // In an order of their own, not the order the partial states arrived in,
-                // so the cells' sums are the same from one run to the next.
-                let mut parts = rows.parts();
-                parts.sort_by_key(|p| (p.len(), p[0].to_bits(), p[p.len() - 1].to_bits()));
-                for part in parts {
-                    grid.add_rows(part, c as f64);
+                let mut own = rows.parts();
+                own.sort_by_key(|p| (p.len(), p[0].to_bits(), p[p.len() - 1].to_bits()));
+                parts.extend(own.into_iter().map(|p| (p, c as f64)));
+            }
+            let threads = match a.rows() >= UNSORTED_FROM {
+                true => crate::parallel::cores().min(parts.len()),
+                false => 1,
+            };
+            if threads <= 1 {
+                for &(part, c) in &parts {
+                    grid.add_rows(part, c);
+                }
+            } else {
+                let bits = self.grid_bits;
+                let grids = crate::parallel::map_in_order(threads, threads, |w| {
+                    let mut g = Grid::new(bits);
+                    for &(part, c) in parts.iter().skip(w).step_by(threads) {
+                        g.add_rows(part, c);
+                    }
+                    g
+                });
+                for g in &grids {
+                    grid.absorb(g);
                 }
             }
             for p in &a.other {
