@@ -1,5 +1,6 @@
-//! Work spread over the machine's cores with scoped threads, its results in input order, so
-//! that what is summed from them does not depend on the thread count.
+//! Work spread over the machine's cores with scoped threads: results returned in input
+//! order ([`map_in_order`]), so that what is summed from them does not depend on the thread
+//! count, or items changed in place ([`for_each_mut`]).
 
 use std::sync::Mutex;
 
