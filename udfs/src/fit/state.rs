@@ -253,6 +253,36 @@ fn merge_sorted(
 ) {
     // Scores are finite, so infinity marks a source read to its end.
     const END: f64 = f64::INFINITY;
+    if points.is_empty() && other.is_empty() && classes.iter().all(|c| c.len() <= 1) {
+        // Rows only, one list a class (a settled state's usual form): the two lists read in
+        // step, each score's rows counted as they come.
+        let [neg, pos] = classes.map(|c| c.first().copied().unwrap_or(&[]));
+        let (mut i, mut j) = (0, 0);
+        loop {
+            let s = neg
+                .get(i)
+                .map_or(END, |&v| v)
+                .min(pos.get(j).map_or(END, |&v| v));
+            if s == END {
+                return;
+            }
+            let (i0, j0) = (i, j);
+            while i < neg.len() && neg[i] == s {
+                i += 1;
+            }
+            while j < pos.len() && pos[j] == s {
+                j += 1;
+            }
+            let t = (j - j0) as f64;
+            if !out(Point {
+                s,
+                n: (i - i0) as f64 + t,
+                t,
+            }) {
+                return;
+            }
+        }
+    }
     let none = Tally::default();
     let mut neg = class_runs(classes[0], &none).peekable();
     let mut pos = class_runs(classes[1], &none).peekable();
