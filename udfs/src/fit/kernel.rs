@@ -44,21 +44,24 @@ impl FitKernel {
         self.method.function_name()
     }
 
+    /// The range of a batch's scores when every score and label passes the fit's checks in
+    /// bulk (finite scores, in [0, 1] for a fit of probabilities, labels 0 or 1); None when
+    /// one does not (or the batch is empty), for the per-row path to name it.
+    fn checked_range<Y: Label>(&self, s: &[f64], y: &[Y]) -> Option<(f64, f64)> {
+        let (lo, hi) = finite_range(s)?;
+        let in_range = !self.method.takes_probability() || (lo >= 0.0 && hi <= 1.0);
+        (in_range && all_labels(y)).then_some((lo, hi))
+    }
+
     /// The fast path of one group with every row usable (no `GROUP BY`, no NULLs, no
     /// filter): the columns are checked in bulk (vectorised passes), and the rows added in a
     /// tight loop that computes the targets as it goes. Returns false, having changed
     /// nothing, when a value is bad: the per-row path then finds the first bad row and
     /// reports it.
     pub(super) fn update_whole<Y: Label>(&mut self, s: &[f64], y: &[Y], q: Option<&[f64]>) -> bool {
-        let Some((lo, hi)) = finite_range(s) else {
+        let Some((lo, hi)) = self.checked_range(s, y) else {
             return false;
         };
-        if self.method.takes_probability() && !(lo >= 0.0 && hi <= 1.0) {
-            return false;
-        }
-        if !all_labels(y) {
-            return false;
-        }
         if let Some(q) = q {
             // Propensities in (0, 1]: finite_range also rejects NaN.
             if !finite_range(q).is_some_and(|(a, b)| a > 0.0 && b <= 1.0) {
@@ -107,10 +110,7 @@ impl FitKernel {
     /// its group's class list. False, with nothing added, when a check fails (the row loop
     /// then names the bad value).
     fn update_grouped<Y: Label>(&mut self, s: &[f64], y: &[Y], groups: &[usize]) -> bool {
-        let Some((lo, hi)) = finite_range(s) else {
-            return false;
-        };
-        if (self.method.takes_probability() && !(lo >= 0.0 && hi <= 1.0)) || !all_labels(y) {
+        if self.checked_range(s, y).is_none() {
             return false;
         }
         let mut bytes = self.bytes as isize;

@@ -444,13 +444,9 @@ impl FitState {
             self.add_point(s, 1.0, class as f64);
             return self.len_bytes() as isize - before as isize;
         };
-        let own = &mut a.class[class].own;
-        let capacity = own.capacity();
-        make_room(own, 1);
-        own.push(s + 0.0); // -0.0 and 0.0 are one score
-        let grown = (own.capacity() - capacity) * size_of::<f64>();
-        a.settled = false;
-        a.sorted = false;
+        let capacity = a.class[class].own.capacity();
+        a.push(s + 0.0, 1.0, class as f64); // -0.0 and 0.0 are one score
+        let grown = (a.class[class].own.capacity() - capacity) * size_of::<f64>();
         if !a.due(self.points.len()) {
             return grown as isize;
         }
