@@ -737,6 +737,59 @@ async fn documented_nulls() {
 
 /// The scalar functions that take probabilities, counts or a model: each bad value is an error
 /// naming the function, the argument and the value; `sigmoid` is math (NaN in, NaN out).
+/// The one-group fast paths check a whole batch at once and fall back to the checked path
+/// when a value is bad, which must still name it: the table above has a few rows, so the
+/// paths that take over only in large batches (`mvce`'s direct index from 256 rows with
+/// integer keys, `smooth_ece`'s cell loop past its ~20,000 raw rows) get a batch of 30,000
+/// good rows with one bad value last, with labels of each native type.
+#[tokio::test]
+async fn large_batches_name_their_one_bad_value() {
+    let ctx = calibsql::new_context();
+    let mut failures = vec![];
+    for label in ["TINYINT", "INT", "BIGINT", "DOUBLE"] {
+        for (bad_p, bad_y, arg, shown) in [("0.5", "2", "y", "2"), ("1.5", "1", "p", "1.5")] {
+            let table = format!(
+                "(SELECT CASE WHEN value = 30000 THEN {bad_p} ELSE (value % 997) / 997.0 END AS p, \
+                 CAST(CASE WHEN value = 30000 THEN {bad_y} ELSE value % 2 END AS {label}) AS y, \
+                 value % 50 AS k FROM generate_series(1, 30000))"
+            );
+            let rule = if arg == "y" { "0 or 1" } else { "in [0, 1]" };
+            for (name, call) in [
+                ("mvce", "mvce(p, y, k)"),
+                ("smooth_ece", "smooth_ece(p, y)"),
+            ] {
+                let sql = format!(
+                    "SET datafusion.execution.batch_size = 32768; SELECT {call} FROM {table}"
+                );
+                let want = format!("{name}: argument {arg} must be {rule}, got {shown}");
+                let got = match run_script(&ctx, &sql).await {
+                    Ok(()) => "a value".to_string(),
+                    Err(e) => e,
+                };
+                if !got.contains(&want) {
+                    failures.push(format!(
+                        "{label} labels, {call}: want {want:?}, got {got:?}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Runs `;`-separated statements, the last one collected; the first error as text.
+async fn run_script(ctx: &SessionContext, sql: &str) -> Result<(), String> {
+    for statement in sql.split(';') {
+        calibsql::sql(ctx, statement)
+            .await
+            .map_err(|e| e.to_string())?
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn scalars_reject_bad_values() {
     let ctx = calibsql::new_context();

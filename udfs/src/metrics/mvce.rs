@@ -32,7 +32,7 @@ use crate::common::{
 use crate::dense::{DenseIndex, NO_ENTRY};
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
-use crate::labels::all_labels;
+use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
 /// Default bins per round.
 pub const DEFAULT_MVCE_BINS: usize = 15;
@@ -215,6 +215,32 @@ impl KeyCache {
         (h >> (64 - CACHE_SLOTS.trailing_zeros())) as usize
     }
 
+    /// Adds a row of group 0 with key `key` (covered by the direct index) and gap y − p.
+    #[inline(always)]
+    fn add_dense_row(&mut self, key: i64, gap: f64) {
+        let slot = self.dense.slot(key);
+        if *slot == NO_ENTRY {
+            *slot = self.dense_sums.len() as u32;
+            self.dense_sums.push([0.0; 2]);
+            self.dense_keys.push(key);
+        }
+        let s = &mut self.dense_sums[*slot as usize];
+        s[0] += 1.0;
+        s[1] += gap;
+    }
+
+    /// Adds a batch of group 0 whose keys the direct index covers and whose `p` are in
+    /// [0, 1]; false, adding nothing, when a label is not 0 or 1.
+    fn add_dense<Y: Label>(&mut self, keys: &[i64], p: &[f64], y: &[Y]) -> bool {
+        if !all_labels(y) {
+            return false;
+        }
+        for ((&k, &pi), &yi) in keys.iter().zip(p).zip(y) {
+            self.add_dense_row(k, yi.to_f64() - pi);
+        }
+        true
+    }
+
     fn bytes(&self) -> usize {
         self.slots.capacity() * size_of::<Slot>()
             + self.dense_sums.capacity() * size_of::<[f64; 2]>()
@@ -337,11 +363,26 @@ impl Kernel for MvceKernel {
 
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let p = f64s(&values[0]).values();
-        let y = f64s(&values[1]).values();
         let keys = KeyWords::of(&values[2])?;
         let mask = usable_rows(&[&values[0], &values[1], &values[2]], filter);
         let (layout, cells) = (self.layout(), self.cells());
         let (count, gap) = (&mut self.count, &mut self.gap);
+        if mask.is_none() && p.len() >= CACHE_MIN_ROWS && count.len() == cells {
+            if let KeyWords::Ints(ints) = &keys {
+                // The one group's batch whose keys a direct index covers, every row usable:
+                // its labels as they are stored, checked in one pass (a bad value falls
+                // through to the checked paths, which name it).
+                let cache = &mut self.cache;
+                if cache.dense.cover_all(ints)
+                    && all_probabilities(p)
+                    && with_labels!(&values[1], |y| cache.add_dense(ints, p, y)) == Some(true)
+                {
+                    return Ok(());
+                }
+            }
+        }
+        let y = f64_labels(&values[1])?;
+        let y = &y[..];
         if p.len() < CACHE_MIN_ROWS {
             return for_each_row(p.len(), &mask, |i| {
                 let (pi, yi) = (check_p("mvce", "p", p[i])?, check_y("mvce", y[i])?);
@@ -353,29 +394,9 @@ impl Kernel for MvceKernel {
         let cache = &mut self.cache;
         if let KeyWords::Ints(ints) = &keys {
             if count.len() == cells && cache.dense.cover_all(ints) {
-                let (dense, sums, dense_keys) = (
-                    &mut cache.dense,
-                    &mut cache.dense_sums,
-                    &mut cache.dense_keys,
-                );
-                let mut add = |i: usize, pi: f64, yi: f64| {
-                    let slot = dense.slot(ints[i]);
-                    if *slot == NO_ENTRY {
-                        *slot = sums.len() as u32;
-                        sums.push([0.0; 2]);
-                        dense_keys.push(ints[i]);
-                    }
-                    let s = &mut sums[*slot as usize];
-                    s[0] += 1.0;
-                    s[1] += yi - pi;
-                };
-                if mask.is_none() && all_probabilities(p) && all_labels(y) {
-                    (0..p.len()).for_each(|i| add(i, p[i], y[i]));
-                    return Ok(());
-                }
                 return for_each_row(p.len(), &mask, |i| {
                     let (pi, yi) = (check_p("mvce", "p", p[i])?, check_y("mvce", y[i])?);
-                    add(i, pi, yi);
+                    cache.add_dense_row(ints[i], yi - pi);
                     Ok(())
                 });
             }
@@ -491,6 +512,10 @@ impl Kernel for MvceKernel {
         let len = n * self.cells();
         self.count.drain(..len);
         self.gap.drain(..len);
+    }
+
+    fn native_labels(&self) -> bool {
+        true
     }
 
     fn size(&self) -> usize {

@@ -25,11 +25,12 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use crate::common::{
-    args, check_p, check_y, f64_list_state_fields, f64s, for_each_row, list_array, list_parts,
-    literal_checked, usable_rows, Arg, CallShape,
+    all_probabilities, args, check_p, check_y, f64_list_state_fields, f64s, for_each_row,
+    list_array, list_parts, literal_checked, usable_rows, Arg, CallShape,
 };
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
+use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
 const SHAPE: CallShape = CallShape {
     name: "smooth_ece",
@@ -302,6 +303,27 @@ impl SmoothKernel {
         self.fine.points
     }
 
+    /// Adds a batch of the only group's rows, their `p` in [0, 1]; false, adding nothing,
+    /// when a label is not 0 or 1. The rows the group keeps raw go through [`Self::add_row`];
+    /// the rest are summed per cell in a loop of their own (no per-row checks, the group's
+    /// sums at hand).
+    fn add_checked<Y: Label>(&mut self, p: &[f64], y: &[Y]) -> bool {
+        if !all_labels(y) {
+            return false;
+        }
+        let mut i = 0;
+        while i < p.len() && self.groups[0].fine.is_empty() {
+            self.add_row(0, p[i], y[i].to_f64());
+            i += 1;
+        }
+        let st = &mut self.groups[0];
+        st.n += (p.len() - i) as f64;
+        for (&pi, &yi) in p[i..].iter().zip(&y[i..]) {
+            self.fine.add(&mut st.fine, pi, yi.to_f64());
+        }
+        true
+    }
+
     fn add_row(&mut self, g: usize, p: f64, y: f64) {
         let limit = self.raw_limit();
         let st = &mut self.groups[g];
@@ -476,8 +498,16 @@ impl Kernel for SmoothKernel {
 
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let p = f64s(&values[0]).values().clone();
-        let y = f64s(&values[1]).values().clone();
         let mask = usable_rows(&[&values[0], &values[1]], filter);
+        if mask.is_none() && self.groups.len() == 1 && all_probabilities(&p) {
+            // The one group of a query without GROUP BY, every row usable: its labels as
+            // they are stored, checked in one pass (a bad one falls through to the checked
+            // path, which names it).
+            if let Some(true) = with_labels!(&values[1], |y| self.add_checked(&p, y)) {
+                return Ok(());
+            }
+        }
+        let y = f64_labels(&values[1])?;
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p("smooth_ece", "p", p[i])?;
             let yi = check_y("smooth_ece", y[i])?;
@@ -572,6 +602,10 @@ impl Kernel for SmoothKernel {
         for st in self.groups.drain(..n) {
             self.bytes -= st.bytes();
         }
+    }
+
+    fn native_labels(&self) -> bool {
+        true
     }
 
     fn size(&self) -> usize {
