@@ -735,13 +735,12 @@ async fn documented_nulls() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The scalar functions that take probabilities, counts or a model: each bad value is an error
-/// naming the function, the argument and the value; `sigmoid` is math (NaN in, NaN out).
 /// The one-group fast paths check a whole batch at once and fall back to the checked path
 /// when a value is bad, which must still name it: the table above has a few rows, so the
 /// paths that take over only in large batches (`mvce`'s direct index from 256 rows with
-/// integer keys, `smooth_ece`'s cell loop past its ~20,000 raw rows) get a batch of 30,000
-/// good rows with one bad value last, with labels of each native type.
+/// integer keys, `smooth_ece`'s cell loop past its ~20,000 raw rows; `spiegelhalter`'s
+/// lanes) get a batch of 30,000 good rows with one bad value last, with labels of each
+/// native type.
 #[tokio::test]
 async fn large_batches_name_their_one_bad_value() {
     let ctx = calibsql::new_context();
@@ -757,6 +756,7 @@ async fn large_batches_name_their_one_bad_value() {
             for (name, call) in [
                 ("mvce", "mvce(p, y, k)"),
                 ("smooth_ece", "smooth_ece(p, y)"),
+                ("spiegelhalter", "spiegelhalter(p, y)"),
             ] {
                 let sql = format!(
                     "SET datafusion.execution.batch_size = 32768; SELECT {call} FROM {table}"
@@ -790,6 +790,8 @@ async fn run_script(ctx: &SessionContext, sql: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The scalar functions that take probabilities, counts or a model: each bad value is an error
+/// naming the function, the argument and the value; `sigmoid` is math (NaN in, NaN out).
 #[tokio::test]
 async fn scalars_reject_bad_values() {
     let ctx = calibsql::new_context();
