@@ -739,8 +739,9 @@ async fn documented_nulls() {
 /// when a value is bad, which must still name it: the table above has a few rows, so the
 /// paths that take over only in large batches (`mvce`'s direct index from 256 rows with
 /// integer keys, `smooth_ece`'s cell loop past its ~20,000 raw rows; `spiegelhalter`'s
-/// lanes) get a batch of 30,000 good rows with one bad value last, with labels of each
-/// native type.
+/// lanes, `calibration_slope`'s logits through the fits' batch path) get a batch of 30,000
+/// good rows (every p inside (0, 1)) with one bad value last, with labels of each native
+/// type.
 #[tokio::test]
 async fn large_batches_name_their_one_bad_value() {
     let ctx = calibsql::new_context();
@@ -748,7 +749,7 @@ async fn large_batches_name_their_one_bad_value() {
     for label in ["TINYINT", "INT", "BIGINT", "DOUBLE"] {
         for (bad_p, bad_y, arg, shown) in [("0.5", "2", "y", "2"), ("1.5", "1", "p", "1.5")] {
             let table = format!(
-                "(SELECT CASE WHEN value = 30000 THEN {bad_p} ELSE (value % 997) / 997.0 END AS p, \
+                "(SELECT CASE WHEN value = 30000 THEN {bad_p} ELSE ((value % 997) + 0.5) / 998.0 END AS p, \
                  CAST(CASE WHEN value = 30000 THEN {bad_y} ELSE value % 2 END AS {label}) AS y, \
                  value % 50 AS k FROM generate_series(1, 30000))"
             );
@@ -757,6 +758,7 @@ async fn large_batches_name_their_one_bad_value() {
                 ("mvce", "mvce(p, y, k)"),
                 ("smooth_ece", "smooth_ece(p, y)"),
                 ("spiegelhalter", "spiegelhalter(p, y)"),
+                ("calibration_slope", "calibration_slope(p, y)"),
             ] {
                 let sql = format!(
                     "SET datafusion.execution.batch_size = 32768; SELECT {call} FROM {table}"

@@ -58,7 +58,7 @@ impl FitKernel {
     /// tight loop that computes the targets as it goes. Returns false, having changed
     /// nothing, when a value is bad: the per-row path then finds the first bad row and
     /// reports it.
-    pub(super) fn update_whole<Y: Label>(&mut self, s: &[f64], y: &[Y], q: Option<&[f64]>) -> bool {
+    pub(crate) fn update_whole<Y: Label>(&mut self, s: &[f64], y: &[Y], q: Option<&[f64]>) -> bool {
         let Some((lo, hi)) = self.checked_range(s, y) else {
             return false;
         };

@@ -14,7 +14,7 @@ use crate::common::{check_p, check_y, f64s, for_each_row, usable_rows_pyw, weigh
 use crate::fit::{FitKernel, FitSettings, FitState, Method};
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
-use crate::labels::f64_labels;
+use crate::labels::{f64_labels, with_labels};
 
 /// The value of groups from their states (`None`: a group without rows).
 pub(crate) type Finish = fn(&[Option<&FitState>]) -> Result<ArrayRef>;
@@ -52,8 +52,23 @@ impl PointsKernel {
     }
 }
 
+/// The point of a row: its logit.
+#[inline]
+fn logit(p: f64) -> f64 {
+    (p / (1.0 - p)).ln()
+}
+
+/// Whether every `p` is strictly inside (0, 1) (NaN is not), in one branch-free pass.
+fn all_inside(p: &[f64]) -> bool {
+    p.iter().fold(true, |ok, &x| ok & (x > 0.0) & (x < 1.0))
+}
+
 impl Kernel for PointsKernel {
     crate::kernel::delegate_to_inner!(inner: resize, num_groups, merge, state, take_state, drain, size);
+
+    fn native_labels(&self) -> bool {
+        true
+    }
 
     fn empty(&self) -> Result<Self> {
         Ok(Self {
@@ -65,11 +80,21 @@ impl Kernel for PointsKernel {
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = self.func;
         let p = f64s(&values[0]).values();
-        let y_f64 = f64_labels(&values[1])?;
-        let y = &y_f64[..];
         let w = self.w_col.map(|c| f64s(&values[c]).values());
         let mask = usable_rows_pyw(values, (0, 1), self.w_col, filter);
         let one_group = self.inner.groups.len() == 1;
+        if one_group && mask.is_none() && w.is_none() && all_inside(p) {
+            // The one group's unweighted batch, every row usable and no p at 0 or 1: its
+            // logits go through the fits' own batch path, with the labels as stored (a bad
+            // label falls through to the checked path, which names it).
+            let logits: Vec<f64> = p.iter().map(|&pi| logit(pi)).collect();
+            if with_labels!(&values[1], |y| self.inner.update_whole(&logits, y, None)) == Some(true)
+            {
+                return Ok(());
+            }
+        }
+        let y_f64 = f64_labels(&values[1])?;
+        let y = &y_f64[..];
         let (states, bytes) = (&mut self.inner.groups, &mut self.inner.bytes);
         for_each_row(p.len(), &mask, |i| {
             let pi = check_p(func, "p", p[i])?;
@@ -78,7 +103,7 @@ impl Kernel for PointsKernel {
             if pi == 0.0 || pi == 1.0 {
                 return Ok(());
             }
-            let s = (pi / (1.0 - pi)).ln();
+            let s = logit(pi);
             let st = &mut states[if one_group { 0 } else { groups[i] }];
             let before = st.len_bytes();
             st.add_point(s, wi, wi * yi);
