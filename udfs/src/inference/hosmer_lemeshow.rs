@@ -14,9 +14,9 @@
 //! labels agree (0/0) and +Infinity otherwise.
 //!
 //! The state is `auc`'s (the rows, or a count per distinct p once p repeats), so the test is
-//! exact at any size: at the end two sweeps over the distinct p in ascending order
-//! (`crate::values::for_each_score`) pick the quantiles' order statistics and add up the
-//! groups.
+//! exact at any size: at the end the quantiles' order statistics are found by bisection in
+//! the sorted parts (`crate::values::rank_of_sorted`), and one sweep over the distinct p in
+//! ascending order (`crate::values::for_each_score`) adds up the groups.
 
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ use crate::common::{args, literal_int_in, Arg, CallShape};
 use crate::kernel::{kernel_aggregate, signature_from_shape};
 use crate::metrics::auc::AucKernel;
 use crate::stats::chi_square_sf;
-use crate::values::for_each_score;
+use crate::values::{for_each_score, rank_of_sorted};
 
 /// Default number of groups (R's `hoslem.test` default `g = 10`).
 pub const DEFAULT_HL_GROUPS: usize = 10;
@@ -98,13 +98,20 @@ impl HosmerLemeshow {
             fields: out_fields(),
             finish: Arc::new(move |rows, tally| {
                 let rows_total = rows.len() as f64 + (tally[0].rows() + tally[1].rows()) as f64;
-                let (stat, df, p) = hoslem(
-                    rows_total,
-                    |f: &mut dyn FnMut(f64, f64, f64)| {
-                        for_each_score(rows, tally, |p, n0, n1| f(p, n0 + n1, n1))
-                    },
-                    groups,
-                )?;
+                if rows_total <= 0.0 {
+                    return None;
+                }
+                let breaks = {
+                    let [negs, poss] = rows.sorted_parts();
+                    let parts: Vec<&[f64]> = negs.into_iter().chain(poss).collect();
+                    let counted = tally.each_ref().map(|t| (&t.p[..], &t.n[..]));
+                    quantile_breaks(rows_total, groups, |rank| {
+                        rank_of_sorted(&parts, &counted, rank)
+                    })
+                };
+                let (stat, df, p) = hoslem(&breaks, |f: &mut dyn FnMut(f64, f64, f64)| {
+                    for_each_score(rows, tally, |p, n0, n1| f(p, n0 + n1, n1))
+                });
                 Some([Some(stat), Some(df as f64), Some(p)])
             }),
         })
@@ -118,47 +125,20 @@ rows_udaf!(
     crate::common::documented(HosmerLemeshowDoc.doc(), &SHAPE)
 );
 
-/// The test over `total` rows whose distinct p `sweep(f)` hands to `f(p, rows, positives)` in
-/// ascending order (each call replays them): statistic, df, p-value; None without rows.
-fn hoslem(
-    total: f64,
-    mut sweep: impl FnMut(&mut dyn FnMut(f64, f64, f64)),
-    g: usize,
-) -> Option<(f64, i64, f64)> {
-    if total <= 0.0 {
-        return None;
-    }
+/// R's breaks `unique(quantile(p, seq(0, 1, 1/g)))` (type 7) of `total` rows (at least one),
+/// from the value at each 0-based rank (`order_statistic`).
+fn quantile_breaks(total: f64, g: usize, order_statistic: impl Fn(u64) -> f64) -> Vec<f64> {
     // R's quantile type 7 at probs k/g (seq(0, 1, 1/g): k·(1/g), the last clipped to 1), from
     // the order statistics at 0-based ranks ⌊index⌋ − 1 and ⌈index⌉ − 1.
     let by = 1.0 / g as f64;
-    let indices: Vec<f64> = (0..=g)
-        .map(|k| 1.0 + (total - 1.0) * (k as f64 * by).min(1.0))
-        .collect();
-    let mut ranks: Vec<f64> = indices
-        .iter()
-        .flat_map(|i| [i.floor() - 1.0, i.ceil() - 1.0])
-        .collect();
-    ranks.sort_by(f64::total_cmp);
-    ranks.dedup();
-    let mut values = vec![f64::NAN; ranks.len()];
-    let (mut below, mut next) = (0.0, 0);
-    sweep(&mut |p, n, _| {
-        // The rows at 0-based ranks [below, below + n) have this p.
-        below += n;
-        while next < ranks.len() && ranks[next] < below {
-            values[next] = p;
-            next += 1;
-        }
-    });
-    let order_statistic = |rank: f64| values[ranks.partition_point(|&r| r < rank)];
-    let mut breaks: Vec<f64> = indices
-        .iter()
-        .map(|&index| {
+    let mut breaks: Vec<f64> = (0..=g)
+        .map(|k| {
+            let index = 1.0 + (total - 1.0) * (k as f64 * by).min(1.0);
             // The rounding of h is R's.
             let h = index - index.floor();
             let (xl, xh) = (
-                order_statistic(index.floor() - 1.0),
-                order_statistic(index.ceil() - 1.0),
+                order_statistic(index.floor() as u64 - 1),
+                order_statistic(index.ceil() as u64 - 1),
             );
             if h > 0.0 && xh != xl {
                 (1.0 - h) * xl + h * xh
@@ -168,11 +148,22 @@ fn hoslem(
         })
         .collect();
     breaks.dedup();
+    breaks
+}
+
+/// The test of the rows whose distinct p `sweep(f)` hands to `f(p, rows, positives)` in
+/// ascending order, grouped by `breaks` (see [`quantile_breaks`]): statistic, df, p-value.
+fn hoslem(breaks: &[f64], mut sweep: impl FnMut(&mut dyn FnMut(f64, f64, f64))) -> (f64, i64, f64) {
     let inner = &breaks[1..breaks.len().saturating_sub(1).max(1)];
     // Per group: rows, Σy, Σp, Σ(1 − p).
     let mut sums = vec![[0.0; 4]; inner.len() + 1];
+    // The group of p: the inner breaks below it (p ascends, so the group only moves up).
+    let mut group = 0;
     sweep(&mut |p, n, t| {
-        let s = &mut sums[inner.partition_point(|&e| e < p)];
+        while group < inner.len() && inner[group] < p {
+            group += 1;
+        }
+        let s = &mut sums[group];
         s[0] += n;
         s[1] += t;
         s[2] += n * p;
@@ -189,5 +180,5 @@ fn hoslem(
         stat += (o1 - e1) * (o1 - e1) / e1 + (o0 - e0) * (o0 - e0) / e0;
     }
     let df = used - 2;
-    Some((stat, df, chi_square_sf(stat, df as f64)))
+    (stat, df, chi_square_sf(stat, df as f64))
 }

@@ -40,7 +40,7 @@ mod order;
 mod sweep;
 mod tally;
 pub(crate) use distinct::at_least_distinct;
-pub(crate) use order::{is_sorted_f64, select_ranks, sort_f64};
+pub(crate) use order::{is_sorted_f64, rank_of_sorted, select_ranks, sort_f64};
 pub(crate) use sweep::{class_runs, for_each_score, sweep};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
 

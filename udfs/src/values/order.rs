@@ -33,6 +33,51 @@ pub(crate) fn sort_f64(v: &mut [f64]) {
     }
 }
 
+/// The value of 0-based rank `k` (in `total_cmp` order) among ascending `parts` and
+/// `counted` (ascending distinct values, each with its rows), without a pass over them: a
+/// bisection of the order-preserving keys, counting the rows at or below a key by binary
+/// searches (64 steps, each a search of every source). `k` must be below the rows in all.
+pub(crate) fn rank_of_sorted(parts: &[&[f64]], counted: &[(&[f64], &[u64])], k: u64) -> f64 {
+    // Prefix sums of the counted rows, so a search gives the rows below a value.
+    let prefixes: Vec<Vec<u64>> = counted
+        .iter()
+        .map(|(_, n)| {
+            n.iter()
+                .scan(0u64, |acc, &x| {
+                    *acc += x;
+                    Some(*acc)
+                })
+                .collect()
+        })
+        .collect();
+    let at_or_below = |k: u64| -> u64 {
+        let rows: u64 = parts
+            .iter()
+            .map(|p| p.partition_point(|&x| key(x) <= k) as u64)
+            .sum();
+        let tallied: u64 = counted
+            .iter()
+            .zip(&prefixes)
+            .map(|((p, _), pre)| match p.partition_point(|&x| key(x) <= k) {
+                0 => 0,
+                i => pre[i - 1],
+            })
+            .sum();
+        rows + tallied
+    };
+    // The smallest key with more than k rows at or below it: a key of the data.
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if at_or_below(mid) > k {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    unkey(lo)
+}
+
 /// Whether `v` is ascending in `total_cmp` order.
 pub(crate) fn is_sorted_f64(v: &[f64]) -> bool {
     v.windows(2).all(|w| w[0].total_cmp(&w[1]).is_le())
@@ -250,6 +295,28 @@ pub(crate) fn select_ranks(parts: &[&[f64]], ranks: &[usize]) -> Option<Vec<f64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every rank of sorted parts with repeated values, ±0 and counted values, against the
+    /// rows written out one by one and sorted with `total_cmp`.
+    #[test]
+    fn rank_of_sorted_is_the_value_at_that_rank() {
+        let mut a = vec![0.5, 0.1, 0.1, 0.9, -0.0, 0.3, 1.0];
+        let mut b = vec![0.3, 0.3, 0.0, 0.7, 0.2];
+        a.sort_by(f64::total_cmp);
+        b.sort_by(f64::total_cmp);
+        let (tp, tn) = (vec![0.1, 0.4, 0.95], vec![3u64, 1, 2]);
+        let mut all: Vec<f64> = a.iter().chain(&b).copied().collect();
+        for (&p, &n) in tp.iter().zip(&tn) {
+            all.extend(std::iter::repeat_n(p, n as usize));
+        }
+        all.sort_by(f64::total_cmp);
+        let counted = [(&tp[..], &tn[..]), (&[][..], &[][..])];
+        for (k, want) in all.iter().enumerate() {
+            let got = rank_of_sorted(&[&a, &b, &[]], &counted, k as u64);
+            assert_eq!(got.to_bits(), want.to_bits(), "rank {k}");
+        }
+        assert_eq!(rank_of_sorted(&[&[0.25]], &[], 0), 0.25);
+    }
 
     #[test]
     fn sort_f64_matches_comparison_sort() {
