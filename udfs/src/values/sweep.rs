@@ -49,9 +49,22 @@ impl Iterator for MergedRuns<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<(f64, u64)> {
-        if let [only] = &mut self.sources[..] {
-            let v = only.peek()?;
-            return Some((v, only.take(v)));
+        match &mut self.sources[..] {
+            [only] => {
+                let v = only.peek()?;
+                return Some((v, only.take(v)));
+            }
+            // Two partitions' runs, the common case: no loop over the sources.
+            [a, b] => {
+                let v = match (a.peek(), b.peek()) {
+                    (Some(x), Some(y)) => x.min(y),
+                    (Some(x), None) => x,
+                    (None, Some(y)) => y,
+                    (None, None) => return None,
+                };
+                return Some((v, a.take(v) + b.take(v)));
+            }
+            _ => {}
         }
         let v = self
             .sources
