@@ -46,6 +46,10 @@ const MAX_PARTS: usize = 4;
 /// reads them proves most such states past the cap without sorting, and sorts the rest on
 /// all cores, in place when it holds the only reference to a run.
 const UNSORTED_FROM: usize = 1 << 20;
+/// Grids that many kept rows are dealt to, one part after another, when they go to the grid
+/// (filled on all cores, then added in order): a constant, so the sums do not depend on the
+/// cores.
+const PARALLEL_GRIDS: usize = 4;
 
 /// One distinct score of an exact-mode state and its sums.
 #[derive(Debug, Clone, Copy)]
@@ -600,9 +604,10 @@ impl FitState {
         let (rows, k) = (a.rows(), self.cap + 1);
         let reachable = |m: usize| m as f64 * -(-(rows as f64) / m as f64).exp_m1();
         let small = rows.next_power_of_two();
-        let bits = match reachable(small) >= 1.05 * k as f64 {
-            true => small,
-            false => 2 * small,
+        let bits = if reachable(small) >= 1.05 * k as f64 {
+            small
+        } else {
+            2 * small
         };
         reachable(bits) >= 1.05 * k as f64 && at_least_distinct(&a.parts(), bits, k)
     }
@@ -791,27 +796,31 @@ impl FitState {
         if let Some(a) = appended {
             // Each class's parts in an order of their own, not the order the partial states
             // arrived in, so the cells' sums are the same from one run to the next; many
-            // rows are added on all cores, the parts dealt out in turn to one grid a core,
-            // and those grids added in order.
+            // rows are added on all cores, the parts dealt out in turn to
+            // [`PARALLEL_GRIDS`] grids, and those grids added in order.
             let mut parts: Vec<(&[f64], f64)> = vec![];
             for (c, rows) in a.class.iter().enumerate() {
                 let mut own = rows.parts();
                 own.sort_by_key(|p| (p.len(), p[0].to_bits(), p[p.len() - 1].to_bits()));
                 parts.extend(own.into_iter().map(|p| (p, c as f64)));
             }
-            let threads = match a.rows() >= UNSORTED_FROM {
-                true => crate::parallel::cores().min(parts.len()),
-                false => 1,
+            // How many grids the parts are dealt to: fixed by the rows, not by the cores, so
+            // the cells' sums do not depend on the machine's thread count.
+            let grid_count = if a.rows() >= UNSORTED_FROM {
+                PARALLEL_GRIDS.min(parts.len())
+            } else {
+                1
             };
-            if threads <= 1 {
+            if grid_count <= 1 {
                 for &(part, c) in &parts {
                     grid.add_rows(part, c);
                 }
             } else {
                 let bits = self.grid_bits;
-                let grids = crate::parallel::map_in_order(threads, threads, |w| {
+                let cores = crate::parallel::cores();
+                let grids = crate::parallel::map_in_order(grid_count, cores, |w| {
                     let mut g = Grid::new(bits);
-                    for &(part, c) in parts.iter().skip(w).step_by(threads) {
+                    for &(part, c) in parts.iter().skip(w).step_by(grid_count) {
                         g.add_rows(part, c);
                     }
                     g
