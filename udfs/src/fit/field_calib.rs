@@ -19,20 +19,43 @@ use super::Method;
 use crate::scalars::sigmoid;
 
 use super::state::FitState;
-use crate::optim::ordered::{ilps_knots, locate, solve_with_offsets, Located, Nodes};
+use crate::optim::ordered::{ilps_knots, locate_from, solve_with_offsets, Located, Nodes};
+
+/// Nodes a batch of field values holds at most while it is located on the cores (unless one
+/// value holds more).
+const BATCH_NODES: usize = 1 << 20;
 
 /// The joint fit over the field values' states (sorted by value).
 fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &mut Model) {
     let knots = ilps_knots(kn);
-    // Nodes of every value, with the value's index.
+    // Nodes of every value, with the value's index: the values' nodes sorted and located on
+    // the cores a batch of values at a time, and appended in the values' order.
     let mut nodes = Nodes::with_capacity(states.iter().map(|(_, st)| st.nodes_bound()).sum());
-    for (z, (_, st)) in states.iter().enumerate() {
-        let mut raw = st.nodes();
-        raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
-        for (s, a, t) in raw {
-            let (k, lambda) = locate(&knots, s);
-            nodes.push(z, Located { k, lambda, a, t });
+    let mut start = 0;
+    while start < states.len() {
+        let mut end = start + 1;
+        let mut held = states[start].1.nodes_bound();
+        while end < states.len() && held + states[end].1.nodes_bound() <= BATCH_NODES {
+            held += states[end].1.nodes_bound();
+            end += 1;
         }
+        let located = crate::parallel::map_in_order(end - start, crate::parallel::cores(), |i| {
+            let mut raw = states[start + i].1.nodes();
+            raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
+            // The scores ascend, so each one's knot is found from the last one's.
+            let mut part = Nodes::with_capacity(raw.len());
+            let mut from = 0;
+            for (s, a, t) in raw {
+                let (k, lambda) = locate_from(&knots, from, s);
+                from = k;
+                part.push(start + i, Located { k, lambda, a, t });
+            }
+            part
+        });
+        for part in located {
+            nodes.append(part);
+        }
+        start = end;
     }
     let rows: f64 = states.iter().map(|(_, st)| st.rows as f64).sum();
     let fit = solve_with_offsets(&nodes, states.len(), l2, &knots, rows);

@@ -10,6 +10,10 @@
 //! Hessian's offset block is diagonal), so each step solves a dense K×K system (the 2-D
 //! suffix sums of the tridiagonal Hessian in b) by Cholesky: O(rows + K²·values) a step.
 //! Knots without data are filled by interpolation ([`fill_unsupported`]).
+//!
+//! The nodes of one (field value, knot) share their η's line, so a step sums a long run of
+//! them by Taylor series over moments of their λ computed once ([`Taylor`]) instead of node
+//! by node: O(runs + K²·values) a step once the moments are known.
 
 // Dense matrices read best with index loops.
 #![allow(clippy::needless_range_loop)]
@@ -116,6 +120,26 @@ impl Nodes {
         }
     }
 
+    /// Adds `other`'s nodes after these (its field values come after these ones).
+    pub(crate) fn append(&mut self, other: Nodes) {
+        let (start, weights) = (self.lambda.len(), self.weights.len());
+        debug_assert!(
+            self.runs
+                .last()
+                .zip(other.runs.first())
+                .is_none_or(|(a, b)| a.z < b.z),
+            "nodes grouped by field value"
+        );
+        self.runs.extend(other.runs.iter().map(|r| Run {
+            start: r.start + start,
+            weights: r.weights + weights,
+            ..*r
+        }));
+        self.lambda.extend_from_slice(&other.lambda);
+        self.tag.extend_from_slice(&other.tag);
+        self.weights.extend_from_slice(&other.weights);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.lambda.len()
     }
@@ -125,12 +149,13 @@ impl Nodes {
         self.runs[self.runs.partition_point(|r| r.start <= i) - 1].z
     }
 
-    /// Calls `f` with each run's part in nodes `range`, in order: its field value, knot, the
-    /// nodes' λ and tags, and the stored weights of its nodes that have them.
+    /// Calls `f` with each run's part in nodes `range`, in order: the run's index when the
+    /// part is the whole run, its field value, knot, the nodes' λ and tags, and the stored
+    /// weights of its nodes that have them.
     fn for_each_run(
         &self,
         range: std::ops::Range<usize>,
-        mut f: impl FnMut(usize, usize, &[f64], &[u8], &[(f64, f64)]),
+        mut f: impl FnMut(Option<usize>, usize, usize, &[f64], &[u8], &[(f64, f64)]),
     ) {
         if range.is_empty() {
             return;
@@ -143,8 +168,8 @@ impl Nodes {
             let next = self.runs.get(ri + 1);
             let end = next.map_or(self.len(), |n| n.start).min(range.end);
             let start = run.start.max(range.start);
-            // The run's stored weights before node `i` (counted only within a run: ILPS's
-            // chunks may split one).
+            // The run's stored weights before node `i` (counted only within a run: a range
+            // may split one).
             let stored_before = |i: usize| match i {
                 _ if i == run.start => run.weights,
                 _ if next.is_some_and(|n| n.start == i) => next.map_or(0, |n| n.weights),
@@ -158,7 +183,10 @@ impl Nodes {
                 }
             };
             let weights = &self.weights[stored_before(start)..stored_before(end)];
+            let run_end = next.map_or(self.len(), |n| n.start);
+            let whole = (start == run.start && end == run_end).then_some(ri);
             f(
+                whole,
                 run.z,
                 run.k,
                 &self.lambda[start..end],
@@ -170,7 +198,7 @@ impl Nodes {
 
     /// Calls `f` with the field value and the node of each of nodes `range`, in order.
     fn for_each(&self, range: std::ops::Range<usize>, mut f: impl FnMut(usize, &Located)) {
-        self.for_each_run(range, |z, k, lambda, tag, weights| {
+        self.for_each_run(range, |_, z, k, lambda, tag, weights| {
             let mut stored = weights.iter();
             for (&lambda, &tag) in lambda.iter().zip(tag) {
                 let (a, t) = node_weights(tag, &mut stored);
@@ -190,6 +218,25 @@ pub(crate) fn locate(knots: &[f64], s: f64) -> (usize, f64) {
         return (n - 1, 0.0);
     }
     let k = knots.partition_point(|&a| a <= s) - 1; // knots[k] <= s < knots[k+1]
+    (k, (s - knots[k]) / (knots[k + 1] - knots[k]))
+}
+
+/// [`locate`] for scores taken in ascending order: the knot found by walking up from `from`,
+/// the knot of the score before (the same result; a score below knot `from` is located
+/// afresh).
+pub(crate) fn locate_from(knots: &[f64], from: usize, s: f64) -> (usize, f64) {
+    let n = knots.len();
+    if s <= knots[0] || n == 1 || s >= knots[n - 1] {
+        return locate(knots, s);
+    }
+    // knots[0] < s < knots[n − 1], so the walk stops below n − 1.
+    let mut k = from.min(n - 2);
+    if knots[k] > s {
+        return locate(knots, s);
+    }
+    while knots[k + 1] <= s {
+        k += 1;
+    }
     (k, (s - knots[k]) / (knots[k + 1] - knots[k]))
 }
 
@@ -382,19 +429,21 @@ impl Sums {
 }
 
 /// The chunks of a pass: ranges of at least [`CHUNK_NODES`] nodes, ending where a field value
-/// does, so that no two touch the same offset (nodes come grouped by field value).
+/// does, so that no two touch the same offset (nodes come grouped by field value), and
+/// always where a run does, so that a run's sums can come from its [`Taylor`] moments.
 fn chunks(nodes: &Nodes, zn: usize) -> Vec<std::ops::Range<usize>> {
     let mut out = vec![];
     let mut start = 0;
     while start < nodes.len() {
         let mut end = (start + CHUNK_NODES).min(nodes.len());
-        if zn > 0 && end < nodes.len() {
-            // The first run of another field value at or after `end`.
+        if end < nodes.len() {
+            // The first run at or after `end`: of another field value when there are
+            // field values.
             let z = nodes.z_of(end - 1);
             let next = nodes.runs.partition_point(|r| r.start < end);
             end = nodes.runs[next..]
                 .iter()
-                .find(|r| r.z != z)
+                .find(|r| zn == 0 || r.z != z)
                 .map_or(nodes.len(), |r| r.start);
         }
         out.push(start..end);
@@ -403,12 +452,232 @@ fn chunks(nodes: &Nodes, zn: usize) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// One chunk's sums. One exponential and one logarithm a node: softplus(e) = max(e, 0) +
-/// ln(1 + q) and σ(e) from the same q = exp(−|e|) (the values of `softplus` and `sigmoid`,
-/// to an ulp or two). A run's nodes share their knot and field value, so their sums are
-/// kept in locals and added to the chunk's once a run.
+/// Runs of fewer nodes are summed node by node: their series would cost more.
+const TAYLOR_MIN_NODES: usize = 32;
+/// The highest order of the series.
+const TAYLOR_MAX_ORDER: usize = 16;
+/// A run's record in [`Taylor::records`]: its centre λ̄, half-width (the largest |λ − λ̄|),
+/// `Σ t`, `Σ t·(λ − λ̄)` and the moments `A_j = Σ a·(λ − λ̄)^j`, j = 0..=order + 2.
+const RECORD: usize = 4 + TAYLOR_MAX_ORDER + 3;
+
+/// The sums of a run's nodes as series in their λ: a run's nodes share knot and field
+/// value, so their η = e₀ + (λ − λ̄)·d lie on one line (e₀ = η at the run's centre λ̄,
+/// d = b_{k+1} − b_k), and each sum a pass needs, `Σ a·f(η)·λ^i` for f = softplus, σ, σ',
+/// is the Taylor series of f around e₀ over the moments of the nodes' (λ − λ̄) computed
+/// once: one exponential, one logarithm and a few hundred multiplications a run, where
+/// the nodes cost one exponential and one logarithm each. A run takes its series when
+/// its bound on the truncation error (see [`taylor_order`]) is met at an order up to
+/// [`TAYLOR_MAX_ORDER`]; otherwise (a steep η across a wide knot interval) its nodes are
+/// summed one by one, as are runs of fewer than [`TAYLOR_MIN_NODES`] nodes.
+struct Taylor {
+    /// Per run, the start of its record in `records`, or `usize::MAX`: summed node by node.
+    at: Vec<usize>,
+    records: Vec<f64>,
+}
+
+impl Taylor {
+    /// The records of the runs of [`TAYLOR_MIN_NODES`] nodes or more, written in place
+    /// with the chunks (which end where runs do) spread over the cores.
+    fn new(nodes: &Nodes, chunks: &[std::ops::Range<usize>]) -> Self {
+        let run_len = |ri: usize| {
+            let end = nodes.runs.get(ri + 1).map_or(nodes.len(), |n| n.start);
+            end - nodes.runs[ri].start
+        };
+        let mut at = vec![usize::MAX; nodes.runs.len()];
+        let mut total = 0;
+        for (ri, at) in at.iter_mut().enumerate() {
+            if run_len(ri) >= TAYLOR_MIN_NODES {
+                *at = total;
+                total += RECORD;
+            }
+        }
+        let mut records = vec![0.0; total];
+        // Each chunk's records: the slice from its first run's record on.
+        let mut parts: Vec<(std::ops::Range<usize>, &mut [f64])> = vec![];
+        let mut rest = records.as_mut_slice();
+        for chunk in chunks {
+            let first = nodes.runs.partition_point(|r| r.start < chunk.start);
+            let end = nodes.runs.partition_point(|r| r.start < chunk.end);
+            let len = (first..end).filter(|&ri| at[ri] != usize::MAX).count() * RECORD;
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            parts.push((chunk.clone(), part));
+        }
+        crate::parallel::for_each_mut(&mut parts, crate::parallel::cores(), |(range, part)| {
+            let mut next = part.chunks_exact_mut(RECORD);
+            nodes.for_each_run(range.clone(), |whole, _, _, lambda, tag, weights| {
+                if lambda.len() >= TAYLOR_MIN_NODES && whole.is_some() {
+                    if let Some(record) = next.next() {
+                        run_record(record, lambda, tag, weights);
+                    }
+                }
+            });
+        });
+        Taylor { at, records }
+    }
+
+    /// Run `ri`'s record, if it has one.
+    fn record(&self, ri: usize) -> Option<&[f64]> {
+        let at = *self.at.get(ri)?;
+        self.records.get(at..at.checked_add(RECORD)?)
+    }
+}
+
+/// Writes a run's [`Taylor`] record (`RECORD` zeros) from its nodes' λ, tags and stored
+/// weights.
+fn run_record(record: &mut [f64], lambda: &[f64], tag: &[u8], weights: &[(f64, f64)]) {
+    let (lo, hi) = lambda
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &l| {
+            (lo.min(l), hi.max(l))
+        });
+    let centre = 0.5 * (lo + hi);
+    record[0] = centre;
+    record[1] = 0.5 * (hi - lo);
+    let mut stored = weights.iter();
+    let (head, moments) = record.split_at_mut(4);
+    // Eight nodes at a time, so that their powers are multiplied side by side rather than
+    // one chain of RECORD multiplications a node.
+    const LANES: usize = 8;
+    let (mut a, mut mu) = ([0.0; LANES], [0.0; LANES]);
+    for (block_l, block_t) in lambda.chunks(LANES).zip(tag.chunks(LANES)) {
+        for i in 0..LANES {
+            // Lanes past the run's end weigh nothing.
+            let (w, t, l) = match (block_l.get(i), block_t.get(i)) {
+                (Some(&l), Some(&tag)) => {
+                    let (w, t) = node_weights(tag, &mut stored);
+                    (w, t, l)
+                }
+                _ => (0.0, 0.0, centre),
+            };
+            a[i] = w;
+            mu[i] = l - centre;
+            head[2] += t;
+            head[3] += t * mu[i];
+        }
+        for m in moments.iter_mut() {
+            let mut sum = 0.0;
+            for i in 0..LANES {
+                sum += a[i];
+                a[i] *= mu[i];
+            }
+            *m += sum;
+        }
+    }
+}
+
+/// The order n at which the series of a run of half-width `half` around η = `e0` with slope
+/// `d` stops, if one up to [`TAYLOR_MAX_ORDER`] keeps its error below 1e-17 of the run's
+/// weight `A_0`. softplus's singularities nearest the real line are at ±iπ, so its series
+/// around e₀ converge within R = |e₀ ± iπ|; on the circle of radius 0.8·R, |σ| ≤ 4 (the
+/// poles are at least 0.2·R ≥ 0.2·π away) and |σ'| ≤ 4/(0.2·R)², so Cauchy's estimates
+/// bound the coefficients of order m by 4·(0.8·R)^−m·(m + 1)·… and the terms left out past
+/// order n, with |(λ − λ̄)·d| ≤ ρ·0.8·R, by `8·(n + 2)·ρ^(n + 1) / (1 − ρ)` of `A_0`,
+/// generously. A unit test holds the sums to the node-by-node ones.
+fn taylor_order(e0: f64, d: f64, half: f64) -> Option<usize> {
+    const PI_2: f64 = std::f64::consts::PI * std::f64::consts::PI;
+    let rho = (d * half).abs() / (0.8 * (e0 * e0 + PI_2).sqrt());
+    if rho.is_nan() || rho >= 0.5 {
+        return None;
+    }
+    let mut power = rho;
+    for n in 0..=TAYLOR_MAX_ORDER {
+        if 8.0 * (n as f64 + 2.0) * power / (1.0 - rho) <= 1e-17 {
+            return Some(n);
+        }
+        power *= rho;
+    }
+    None
+}
+
+/// 1/m for m = 1..=[`TAYLOR_MAX_ORDER`] + 1 (index 0 unused).
+const RECIPROCALS: [f64; TAYLOR_MAX_ORDER + 2] = {
+    let mut r = [0.0; TAYLOR_MAX_ORDER + 2];
+    let mut m = 1;
+    while m < r.len() {
+        r[m] = 1.0 / m as f64;
+        m += 1;
+    }
+    r
+};
+
+/// A run's ten sums (those of [`chunk_sums`]' `r_sum`) from its [`Taylor`] record, at knot
+/// values `bk`, `bk1` and offset `gz`; `None` when the series would need too high an order.
+fn taylor_sums(record: &[f64], bk: f64, bk1: f64, gz: f64) -> Option<[f64; 10]> {
+    let (centre, half, t_sum, t_mu) = (record[0], record[1], record[2], record[3]);
+    let a = &record[4..];
+    let d = bk1 - bk;
+    let e0 = bk + centre * d + gz;
+    let n = taylor_order(e0, d, half)?;
+    // σ's Taylor coefficients around e₀, c_0..=c_{n+1}, from σ' = σ·(1 − σ):
+    // (m + 1)·c_{m+1} = c_m·(1 − 2·c_0) − Σ_{j=1}^{m−1} c_j·c_{m−j}, with c_1 = σ·(1 − σ)
+    // and 1 − 2σ taken from the complement computed apart, so that no coefficient loses
+    // its digits to 1 − σ near σ = 1.
+    let q = (-e0.abs()).exp();
+    let u = 1.0 + q;
+    let inv = 1.0 / u;
+    let (sigma, complement) = if e0 >= 0.0 {
+        (inv, q * inv)
+    } else {
+        (q * inv, inv)
+    };
+    let softplus0 = e0.max(0.0) + ln_normal(u) + (q - (u - 1.0)) * inv;
+    let mut c = [0.0f64; TAYLOR_MAX_ORDER + 2];
+    c[0] = sigma;
+    c[1] = sigma * complement;
+    let one_minus_2c0 = complement - sigma;
+    for m in 1..=n {
+        // Σ_{j=1}^{m−1} c_j·c_{m−j}: each product twice but the middle one.
+        let mut pairs = 0.0;
+        for j in 1..m.div_ceil(2) {
+            pairs += c[j] * c[m - j];
+        }
+        pairs *= 2.0;
+        if m % 2 == 0 {
+            pairs += c[m / 2] * c[m / 2];
+        }
+        c[m + 1] = (c[m] * one_minus_2c0 - pairs) * RECIPROCALS[m + 1];
+    }
+    // Σ a·softplus, Σ a·σ·μ^i (i = 0, 1), Σ a·σ'·μ^i (i = 0, 1, 2), μ = λ − λ̄.
+    let mut softplus = softplus0 * a[0];
+    let (mut s0, mut s1) = (0.0, 0.0);
+    let (mut h0, mut h1, mut h2) = (0.0, 0.0, 0.0);
+    let mut dm = 1.0; // d^m
+    for m in 0..=n {
+        let cs = c[m] * dm;
+        let ch = (m + 1) as f64 * c[m + 1] * dm;
+        s0 += cs * a[m];
+        s1 += cs * a[m + 1];
+        h0 += ch * a[m];
+        h1 += ch * a[m + 1];
+        h2 += ch * a[m + 2];
+        softplus += cs * d * a[m + 1] * RECIPROCALS[m + 1];
+        dm *= d;
+    }
+    // In λ = λ̄ + μ: w0 = 1 − λ = (1 − λ̄) − μ, w1 = λ = λ̄ + μ.
+    let (v0, v1) = (1.0 - centre, centre);
+    let t_w0 = v0 * t_sum - t_mu;
+    let t_w1 = v1 * t_sum + t_mu;
+    Some([
+        softplus - (e0 * t_sum + d * t_mu),
+        v0 * s0 - s1 - t_w0,
+        v1 * s0 + s1 - t_w1,
+        v0 * v0 * h0 - 2.0 * v0 * h1 + h2,
+        v1 * v1 * h0 + 2.0 * v1 * h1 + h2,
+        v0 * v1 * h0 + (v0 - v1) * h1 - h2,
+        s0 - t_sum,
+        h0,
+        v0 * h0 - h1,
+        v1 * h0 + h1,
+    ])
+}
+
+/// One chunk's sums: each run's from its [`Taylor`] series where it has one, else
+/// [`node_sums`]; a run's nodes share their knot and field value, so its sums are added to
+/// the chunk's once a run.
 fn chunk_sums(
     nodes: &Nodes,
+    taylor: &Taylor,
     range: std::ops::Range<usize>,
     b: &[f64],
     g: &[f64],
@@ -422,37 +691,14 @@ fn chunk_sums(
         0
     };
     let mut c = Sums::new(kn, z0, zs);
-    nodes.for_each_run(range, |z, k, lambda, tag, weights| {
+    nodes.for_each_run(range, |whole, z, k, lambda, tag, weights| {
         // η = b_k + λ·(b_{k+1} − b_k) + g_z; at the last knot λ is 0.
         let (bk, bk1) = (b[k], b.get(k + 1).copied().unwrap_or(b[k]));
         let gz = if zn > 0 { g[z] } else { 0.0 };
-        let mut stored = weights.iter();
-        // value, ∂b_k, ∂b_{k+1}, ∂²b_k, ∂²b_{k+1}, ∂b_k∂b_{k+1}, ∂g, ∂²g, ∂g∂b_k, ∂g∂b_{k+1}
-        let mut r_sum = [0.0f64; 10];
-        for (&l, &tag) in lambda.iter().zip(tag) {
-            let (a, t) = node_weights(tag, &mut stored);
-            let (w0, w1) = (1.0 - l, l);
-            let e = w0 * bk + w1 * bk1 + gz;
-            let q = (-e.abs()).exp();
-            let u = 1.0 + q;
-            // ln(1 + q): the logarithm of the rounded u, corrected by its rounding (u is in
-            // [1, 2], a normal number, so the branch-free logarithm applies).
-            let inv = 1.0 / u;
-            let softplus = e.max(0.0) + ln_normal(u) + (q - (u - 1.0)) * inv;
-            let s = if e >= 0.0 { inv } else { q * inv };
-            let r = a * s - t;
-            let h = a * s * (1.0 - s);
-            r_sum[0] += a * softplus - t * e;
-            r_sum[1] += r * w0;
-            r_sum[2] += r * w1;
-            r_sum[3] += h * w0 * w0;
-            r_sum[4] += h * w1 * w1;
-            r_sum[5] += h * w0 * w1;
-            r_sum[6] += r;
-            r_sum[7] += h;
-            r_sum[8] += h * w0;
-            r_sum[9] += h * w1;
-        }
+        let r_sum = whole
+            .and_then(|ri| taylor.record(ri))
+            .and_then(|record| taylor_sums(record, bk, bk1, gz))
+            .unwrap_or_else(|| node_sums(lambda, tag, weights, bk, bk1, gz));
         c.value += r_sum[0];
         c.gb[k] += r_sum[1];
         c.diag[k] += r_sum[3];
@@ -474,9 +720,56 @@ fn chunk_sums(
     c
 }
 
+/// A run's ten sums node by node: the value `Σ a·softplus(e) − t·e` and its derivatives ∂b_k,
+/// ∂b_{k+1}, ∂²b_k, ∂²b_{k+1}, ∂b_k∂b_{k+1}, ∂g, ∂²g, ∂g∂b_k, ∂g∂b_{k+1}, with one exponential
+/// and one logarithm a node: softplus(e) = max(e, 0) + ln(1 + q) and σ(e) from the same
+/// q = exp(−|e|) (the values of `softplus` and `sigmoid`, to an ulp or two).
+fn node_sums(
+    lambda: &[f64],
+    tag: &[u8],
+    weights: &[(f64, f64)],
+    bk: f64,
+    bk1: f64,
+    gz: f64,
+) -> [f64; 10] {
+    let mut r_sum = [0.0f64; 10];
+    let mut stored = weights.iter();
+    for (&l, &tag) in lambda.iter().zip(tag) {
+        let (a, t) = node_weights(tag, &mut stored);
+        let (w0, w1) = (1.0 - l, l);
+        let e = w0 * bk + w1 * bk1 + gz;
+        let q = (-e.abs()).exp();
+        let u = 1.0 + q;
+        // ln(1 + q): the logarithm of the rounded u, corrected by its rounding (u is in
+        // [1, 2], a normal number, so the branch-free logarithm applies).
+        let inv = 1.0 / u;
+        let softplus = e.max(0.0) + ln_normal(u) + (q - (u - 1.0)) * inv;
+        let s = if e >= 0.0 { inv } else { q * inv };
+        let r = a * s - t;
+        let h = a * s * (1.0 - s);
+        r_sum[0] += a * softplus - t * e;
+        r_sum[1] += r * w0;
+        r_sum[2] += r * w1;
+        r_sum[3] += h * w0 * w0;
+        r_sum[4] += h * w1 * w1;
+        r_sum[5] += h * w0 * w1;
+        r_sum[6] += r;
+        r_sum[7] += h;
+        r_sum[8] += h * w0;
+        r_sum[9] += h * w1;
+    }
+    r_sum
+}
+
 /// The sums of all nodes at (b, g), the chunks spread over the machine's cores.
-fn pass(nodes: &Nodes, chunks: &[std::ops::Range<usize>], b: &[f64], g: &[f64]) -> Sums {
-    pass_on(crate::parallel::cores(), nodes, chunks, b, g)
+fn pass(
+    nodes: &Nodes,
+    chunks: &[std::ops::Range<usize>],
+    taylor: &Taylor,
+    b: &[f64],
+    g: &[f64],
+) -> Sums {
+    pass_on(crate::parallel::cores(), nodes, chunks, taylor, b, g)
 }
 
 /// [`pass`] on at most `threads` threads.
@@ -484,12 +777,13 @@ fn pass_on(
     threads: usize,
     nodes: &Nodes,
     chunks: &[std::ops::Range<usize>],
+    taylor: &Taylor,
     b: &[f64],
     g: &[f64],
 ) -> Sums {
     let kn = b.len();
     let parts = crate::parallel::map_in_order(chunks.len(), threads, |i| {
-        chunk_sums(nodes, chunks[i].clone(), b, g, kn)
+        chunk_sums(nodes, taylor, chunks[i].clone(), b, g, kn)
     });
     let mut total = Sums::new(kn, 0, g.len());
     for c in &parts {
@@ -512,6 +806,7 @@ pub(crate) fn solve_with_offsets(
 ) -> OrderedFit {
     let kn = knots.len();
     let chunks = chunks(nodes, zn);
+    let taylor = Taylor::new(nodes, &chunks);
     let penalty = |g: &[f64]| 0.5 * l2 * g.iter().map(|v| v * v).sum::<f64>();
     let to_b = |x: &[f64]| -> Vec<f64> {
         let mut acc = 0.0;
@@ -528,7 +823,7 @@ pub(crate) fn solve_with_offsets(
         .collect();
     let mut g = vec![0.0; zn];
     let mut b = to_b(&x);
-    let mut sums = pass(nodes, &chunks, &b, &g);
+    let mut sums = pass(nodes, &chunks, &taylor, &b, &g);
     let mut f = sums.value + penalty(&g);
     let tol = 1e-13 * rows.max(1.0);
     let (mut iterations, mut converged) = (0, false);
@@ -631,7 +926,7 @@ pub(crate) fn solve_with_offsets(
                 .collect();
             let tg: Vec<f64> = (0..zn).map(|z| g[z] + alpha * pgz[z]).collect();
             let tb = to_b(&tx);
-            let trial = pass(nodes, &chunks, &tb, &tg);
+            let trial = pass(nodes, &chunks, &taylor, &tb, &tg);
             let tf = trial.value + penalty(&tg);
             let decrease: f64 = (0..kn).map(|j| gx[j] * (tx[j] - x[j])).sum::<f64>()
                 + (0..zn).map(|z| gg[z] * (tg[z] - g[z])).sum::<f64>();
@@ -658,7 +953,7 @@ pub(crate) fn solve_with_offsets(
         }
     }
     fill_unsupported(knots, &mut b, &supported(nodes, kn));
-    let data_loss = pass(nodes, &chunks, &b, &g).value;
+    let data_loss = pass(nodes, &chunks, &taylor, &b, &g).value;
     OrderedFit {
         b,
         g,
@@ -711,9 +1006,10 @@ mod tests {
                 .map(f64::to_bits)
                 .collect()
         };
-        let one = pass_on(1, &nodes, &chunks, &b, &g);
+        let taylor = Taylor::new(&nodes, &chunks);
+        let one = pass_on(1, &nodes, &chunks, &taylor, &b, &g);
         for threads in [2, 3, 8] {
-            let many = pass_on(threads, &nodes, &chunks, &b, &g);
+            let many = pass_on(threads, &nodes, &chunks, &taylor, &b, &g);
             assert_eq!(bits(&one), bits(&many), "{threads} threads");
         }
         assert!(one.value.is_finite() && one.value > 0.0);
@@ -723,17 +1019,23 @@ mod tests {
     /// its derivatives in b and g, computed here with std's `exp` and `ln_1p` over the nodes
     /// as pushed (rows of both classes, merged points, nodes at the outer knots), to 1e-10
     /// relative (sums of 200,000 terms added in another order; one node more or less moves a
-    /// sum by about 1e-5):
-    /// three field values, and ILPS's single one in chunks that split runs.
+    /// sum by about 1e-5): three field values over 6 knots (runs too wide for the series)
+    /// and over 100 knots (most runs summed by their series), and ILPS's single one in
+    /// several chunks.
     #[test]
     fn a_pass_gives_the_sums_of_the_definition() {
-        for (zn, per_value) in [(3, 500), (0, 3 * CHUNK_NODES + 17)] {
-            pass_matches_definition(zn, per_value);
+        for (zn, kn, per_value, series) in [
+            (3, 6, 500, false),
+            (3, 100, 20_000, true),
+            (0, 6, 3 * CHUNK_NODES + 17, false),
+            (0, 100, 3 * CHUNK_NODES + 17, true),
+        ] {
+            pass_matches_definition(zn, kn, per_value, series);
         }
     }
 
-    fn pass_matches_definition(zn: usize, per_value: usize) {
-        let knots = ilps_knots(6);
+    fn pass_matches_definition(zn: usize, kn: usize, per_value: usize, series: bool) {
+        let knots = ilps_knots(kn);
         let kn = knots.len();
         let mut nodes = Nodes::default();
         let mut plain: Vec<(usize, Located)> = vec![];
@@ -779,8 +1081,32 @@ mod tests {
             }
         }
         let chunks = chunks(&nodes, zn);
-        assert!(zn > 0 || chunks.len() == 4, "{} chunks", chunks.len());
-        let got = pass_on(2, &nodes, &chunks, &b, g);
+        assert!(zn > 0 || chunks.len() >= 2, "{} chunks", chunks.len());
+        for c in &chunks {
+            assert!(
+                nodes.runs.iter().any(|r| r.start == c.start),
+                "chunks end on runs"
+            );
+        }
+        let taylor = Taylor::new(&nodes, &chunks);
+        let by_series = (0..nodes.runs.len())
+            .filter(|&ri| {
+                let run = &nodes.runs[ri];
+                let (bk, bk1) = (b[run.k], b.get(run.k + 1).copied().unwrap_or(b[run.k]));
+                let gz = g.get(run.z).copied().unwrap_or(0.0);
+                taylor
+                    .record(ri)
+                    .and_then(|record| taylor_sums(record, bk, bk1, gz))
+                    .is_some()
+            })
+            .count();
+        assert_eq!(
+            by_series * 2 > nodes.runs.len(),
+            series,
+            "{by_series} of {} runs by series",
+            nodes.runs.len()
+        );
+        let got = pass_on(2, &nodes, &chunks, &taylor, &b, g);
         let pairs = [
             (vec![got.value], vec![want.value]),
             (got.gb, want.gb),
@@ -799,6 +1125,86 @@ mod tests {
                     "{zn} values: {x} against {y}"
                 );
             }
+        }
+    }
+
+    /// A run's series gives its node-by-node sums ([`node_sums`], whose values the test above
+    /// holds to the definition) to 1e-13 of the run's weight, wherever [`taylor_order`]
+    /// accepts it: runs of every width, slope, centre and side of 0, some at the edge of
+    /// what is accepted, with rows of both classes and merged points; and it refuses a
+    /// run too steep for its order.
+    #[test]
+    fn a_runs_series_gives_its_node_sums() {
+        let mut accepted = 0;
+        for (i, &(lo, width)) in [
+            (0.0, 1.0),
+            (0.2, 0.3),
+            (0.9, 0.099),
+            (0.0, 0.0),
+            (0.5, 0.01),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let len = 40 + 17 * i;
+            let lambda: Vec<f64> = (0..len)
+                .map(|j| lo + width * ((j * 7919) % len) as f64 / len as f64)
+                .collect();
+            let (mut tag, mut weights) = (vec![], vec![]);
+            for j in 0..len {
+                match j % 9 {
+                    0 => {
+                        tag.push(TAG_STORED);
+                        weights.push((2.5, 0.75));
+                    }
+                    _ => tag.push(((j * 31) % 3 == 0) as u8),
+                }
+            }
+            let mut record = [0.0; RECORD];
+            run_record(&mut record, &lambda, &tag, &weights);
+            for e in [-25.0, -6.0, -1.5, -0.2, 0.0, 0.3, 2.0, 9.0, 30.0] {
+                for d in [0.0, 0.01, -0.05, 0.3, 1.0, 2.5, 6.0] {
+                    let bk = e - (lo + 0.5 * width) * d;
+                    let (gz, bk1) = (0.0, bk + d);
+                    let want = node_sums(&lambda, &tag, &weights, bk, bk1, gz);
+                    let Some(got) = taylor_sums(&record, bk, bk1, gz) else {
+                        assert!(taylor_order(e, d, 0.5 * width).is_none());
+                        continue;
+                    };
+                    accepted += 1;
+                    for (x, y) in got.iter().zip(&want) {
+                        let diff = (x - y).abs();
+                        assert!(
+                            diff <= 1e-13 * record[4] * (1.0 + e.abs() + d.abs()),
+                            "λ in [{lo}, {}], e₀ {e}, d {d}: {x} against {y}",
+                            lo + width
+                        );
+                    }
+                }
+            }
+        }
+        assert!(accepted > 150, "{accepted} runs by series");
+        assert_eq!(taylor_order(0.0, 6.0, 0.5), None);
+    }
+
+    /// Walking up the knots finds what the search does, for ascending scores below, on,
+    /// between and above the knots, and for a score below the knot it starts from.
+    #[test]
+    fn locating_ascending_scores_walks_to_the_same_knot() {
+        for kn in [1, 2, 7, 100] {
+            let knots = ilps_knots(kn);
+            let mut scores: Vec<f64> = (0..2_000)
+                .map(|i| -8.0 + 16.0 * i as f64 / 1_999.0)
+                .collect();
+            scores.extend_from_slice(&knots);
+            scores.sort_by(f64::total_cmp);
+            let mut from = 0;
+            for &s in &scores {
+                let got = locate_from(&knots, from, s);
+                assert_eq!(got, locate(&knots, s), "{kn} knots, score {s}");
+                from = got.0;
+            }
+            assert_eq!(locate_from(&knots, kn - 1, -0.01), locate(&knots, -0.01));
         }
     }
 }
