@@ -40,16 +40,15 @@ fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &mut Model) 
             end += 1;
         }
         let located = crate::parallel::map_in_order(end - start, crate::parallel::cores(), |i| {
-            let mut raw = states[start + i].1.nodes();
-            raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
+            let state = states[start + i].1;
             // The scores ascend, so each one's knot is found from the last one's.
-            let mut part = Nodes::with_capacity(raw.len());
+            let mut part = Nodes::with_capacity(state.nodes_bound());
             let mut from = 0;
-            for (s, a, t) in raw {
+            state.for_each_node_ascending(|s, a, t| {
                 let (k, lambda) = locate_from(&knots, from, s);
                 from = k;
                 part.push(start + i, Located { k, lambda, a, t });
-            }
+            });
             part
         });
         for part in located {

@@ -923,6 +923,18 @@ impl FitState {
         }
     }
 
+    /// [`Self::nodes`] in ascending order of score (then weight), each handed to `f`: read in
+    /// order, without a copy, from a state that keeps rows; sorted first otherwise.
+    pub(crate) fn for_each_node_ascending(&self, mut f: impl FnMut(f64, f64, f64)) {
+        if !self.is_grid() && self.appended.is_some() {
+            self.for_each_exact_point(|p| f(p.s, p.n, p.t));
+            return;
+        }
+        let mut raw = self.nodes();
+        raw.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
+        raw.into_iter().for_each(|(s, n, t)| f(s, n, t));
+    }
+
     /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits.
     pub(crate) fn nodes(&self) -> Vec<(f64, f64, f64)> {
         if !self.is_grid() {
