@@ -14,11 +14,11 @@
 //! placements' variances, from integer sums. `auc_test` needs each row's two scores together (the covariance
 //! of the two models' placements is over rows), so it keeps the pairs side by side, 16 bytes a
 //! row (what `auc` keeps for each of the two scores), moved into and out of its partial states
-//! without a copy. At the end it sorts each class by one score, then by the other, sweeping
-//! the other class in step each time, and adds up the placement counts, their squares and
-//! products in exact integers; beyond the rows it takes 4 bytes a row of the class it places
-//! (each row's count under the first score) and a sorting buffer of at most a sixteenth of
-//! that class's rows.
+//! without a copy. At the end it sorts both classes by the first score (one a core) and
+//! sweeps them in step, which gives every row its placement count under that score; then it
+//! sorts a copy of each row's (second score, count) and sweeps those in step, and adds up the
+//! counts, their squares and products in exact integers. Beyond the rows it takes 16 bytes a
+//! row while it finishes (the copies); the rows keep their scores.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -303,34 +303,45 @@ impl Pairs {
     }
 }
 
-/// A sweep along `other` (sorted by score `j`) for scores given in ascending order: twice a
-/// score's placement count, `2·below + equal` for a positive against the negatives,
-/// `2·above + equal` for a negative against the positives (ties count one half, as `auc`).
-/// It gallops, so scores far apart in `other` cost a few probes, not a step per row between.
-fn placement_counter(other: &[[f64; 2]], j: usize, positive: bool) -> impl FnMut(f64) -> u64 + '_ {
-    let total = other.len() as u64;
-    // The first index from `from` whose score is not below `v` (or not above, with `le`).
-    let gallop = move |from: usize, v: f64, le: bool| -> usize {
-        let past = |o: &[f64; 2]| if le { o[j] <= v } else { o[j] < v };
-        let mut step = 1;
-        let mut lo = from;
-        while lo + step <= other.len() && past(&other[lo + step - 1]) {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step).min(other.len());
-        lo + other[lo..hi].partition_point(past)
-    };
-    let (mut below, mut upto) = (0, 0);
-    move |v| {
-        below = gallop(below, v, false);
-        upto = gallop(upto.max(below), v, true);
-        let (b, e) = (below as u64, (upto - below) as u64);
-        if positive {
-            2 * b + e
-        } else {
-            2 * (total - b - e) + e
-        }
+/// Sorts the two classes, one a core.
+fn sort_both<T: Send>(neg: &mut [T], pos: &mut [T], sort: impl Fn(&mut [T]) + Sync) {
+    let mut classes = [neg, pos];
+    crate::parallel::for_each_mut(&mut classes, crate::parallel::cores(), |rows| sort(rows));
+}
+
+/// One sweep of both classes, each sorted by `score`, in step: `f(positive, i, k)` for every
+/// row i of each class with twice its placement count, `2·below + equal` among the negatives
+/// for a positive, `2·above + equal` among the positives for a negative (ties count one half,
+/// as `auc`). Rows whose scores are equal (−0 and +0 among them: adjacent in either order)
+/// are one tie group.
+fn sweep_placements<T>(
+    neg: &[T],
+    pos: &[T],
+    score: impl Fn(&T) -> f64,
+    mut f: impl FnMut(bool, usize, u64),
+) {
+    let (mut i, mut k) = (0, 0);
+    loop {
+        let v = match (neg.get(i).map(&score), pos.get(k).map(&score)) {
+            (Some(a), Some(b)) => {
+                if a.total_cmp(&b).is_le() {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return,
+        };
+        let i_end = i + neg[i..].iter().take_while(|r| score(r) == v).count();
+        let k_end = k + pos[k..].iter().take_while(|r| score(r) == v).count();
+        let (equal_neg, equal_pos) = ((i_end - i) as u64, (k_end - k) as u64);
+        let for_pos = 2 * i as u64 + equal_neg;
+        let for_neg = 2 * (pos.len() - k_end) as u64 + equal_pos;
+        (k..k_end).for_each(|r| f(true, r, for_pos));
+        (i..i_end).for_each(|r| f(false, r, for_neg));
+        (i, k) = (i_end, k_end);
     }
 }
 
@@ -338,47 +349,55 @@ fn sort_by_score(rows: &mut [[f64; 2]], j: usize) {
     rows.sort_unstable_by(|a, b| a[j].total_cmp(&b[j]));
 }
 
-/// Sums of the placement counts of `rows` against `other` under both scores (ka under a, kb
-/// under b), in exact integers: `[Σka, Σkb, Σka², Σka·kb, Σkb²]`. Both classes are sorted by
-/// a and swept once, keeping each row's ka (4 bytes a row); then `other` is sorted by b and
-/// the rows, a slice at a time (at most a sixteenth of them), are sorted by b and swept
-/// against it. An error when a count does not fit in 32 bits (over 2³¹ rows in `other`).
-fn placement_sums(
-    rows: &mut [[f64; 2]],
-    other: &mut [[f64; 2]],
-    positive: bool,
-) -> Result<[u128; 5]> {
-    if u32::try_from(2 * other.len() as u64).is_err() {
+/// Each class's sums of its rows' placement counts under both scores (ka under a, kb under
+/// b), in exact integers: `[Σka, Σkb, Σka², Σka·kb, Σkb²]`, negatives first. Both classes are
+/// sorted by a (one a core) and swept in step, which gives every row its ka (4 bytes a row);
+/// then each row's (b, ka) is copied out (16 bytes a row: the rows keep their scores, so the
+/// group can be evaluated again), both copies are sorted by b and swept in step, which gives
+/// every row its kb beside its ka. An error when a count does not fit in 32 bits (over 2³¹
+/// rows of a class).
+fn placement_sums(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<[[u128; 5]; 2]> {
+    if u32::try_from(2 * neg.len().max(pos.len()) as u64).is_err() {
         return plan_err!(
             "auc_test: a group holds {} rows of one class, more than the 2147483647 it can count",
-            other.len()
+            neg.len().max(pos.len())
         );
     }
-    let mut sums = [0u128; 5];
-    sort_by_score(rows, 0);
-    sort_by_score(other, 0);
-    let mut ka: Vec<u32> = Vec::with_capacity(rows.len());
-    {
-        let mut count = placement_counter(other, 0, positive);
-        ka.extend(rows.iter().map(|r| count(r[0]) as u32));
-    }
-    sort_by_score(other, 1);
-    let slice = (rows.len() / 16).max(1 << 16);
-    let mut by_b: Vec<(f64, u32)> = Vec::with_capacity(slice.min(rows.len()));
-    for (rs, ks) in rows.chunks(slice).zip(ka.chunks(slice)) {
-        by_b.clear();
-        by_b.extend(rs.iter().zip(ks).map(|(r, &k)| (r[1], k)));
-        by_b.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
-        let mut count = placement_counter(other, 1, positive);
-        for &(b, ka) in &by_b {
-            let (ka, kb) = (u128::from(ka), u128::from(count(b)));
-            sums[0] += ka;
-            sums[1] += kb;
-            sums[2] += ka * ka;
-            sums[3] += ka * kb;
-            sums[4] += kb * kb;
-        }
-    }
+    sort_both(neg, pos, |rows| sort_by_score(rows, 0));
+    let mut ka = [vec![0u32; neg.len()], vec![0u32; pos.len()]];
+    sweep_placements(
+        neg,
+        pos,
+        |r| r[0],
+        |positive, i, k| {
+            ka[usize::from(positive)][i] = k as u32;
+        },
+    );
+    let [ka_neg, ka_pos] = ka;
+    let by_b = |rows: &[[f64; 2]], ka: Vec<u32>| -> Vec<(f64, u32)> {
+        rows.iter().zip(ka).map(|(r, k)| (r[1], k)).collect()
+    };
+    let mut neg_b = by_b(neg, ka_neg);
+    let mut pos_b = by_b(pos, ka_pos);
+    sort_both(&mut neg_b, &mut pos_b, |rows| {
+        rows.sort_unstable_by(|x, y| x.0.total_cmp(&y.0))
+    });
+    let mut sums = [[0u128; 5]; 2];
+    sweep_placements(
+        &neg_b,
+        &pos_b,
+        |r| r.0,
+        |positive, i, kb| {
+            let ka = if positive { pos_b[i].1 } else { neg_b[i].1 };
+            let (ka, kb) = (u128::from(ka), u128::from(kb));
+            let s = &mut sums[usize::from(positive)];
+            s[0] += ka;
+            s[1] += kb;
+            s[2] += ka * ka;
+            s[3] += ka * kb;
+            s[4] += kb * kb;
+        },
+    );
     Ok(sums)
 }
 
@@ -389,7 +408,7 @@ fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<Option<[Opt
         return Ok(None);
     }
     // θ as `auc` counts it: Σ over positives of 2·below + equal, exact integers.
-    let pos_sums = placement_sums(pos, neg, true)?;
+    let [neg_sums, pos_sums] = placement_sums(neg, pos)?;
     let pairs = 2 * u128::from(n) * u128::from(m);
     let theta = [
         pos_sums[0] as f64 / pairs as f64,
@@ -406,7 +425,6 @@ fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<Option<[Opt
             None,
         ]));
     }
-    let neg_sums = placement_sums(neg, pos, false)?;
     let (nf, mf) = (n as f64, m as f64);
     // A class's share of DeLong's covariance matrix, [(a, a), (a, b), (b, b)]: the sample
     // covariances of its `size` placements (its counts over `denom`), over `size`.
