@@ -417,8 +417,9 @@ fn key_numbers(func: &str, a: &ArrayRef) -> Result<Vec<u64>> {
     })
 }
 
-/// Entries [`Pending`] holds before they are spread over the replicates.
-const PENDING_CAP: usize = 1 << 18;
+/// Entries [`Pending`] holds before they are spread over the replicates: as many as a map of
+/// 2^18 slots holds at its load factor of 7/8 (about 15 MB), so it never grows past that.
+const PENDING_CAP: usize = (1 << 18) / 8 * 7;
 
 /// Rows not yet spread over the replicates, summed per (group, model, key, bin); each entry
 /// remembers when it was first met, so that the replicates' sums are added in an order that
