@@ -346,6 +346,9 @@ struct Plan {
     w: &'static str,
     has_w: bool,
     has_key: bool,
+    /// Whether the result has a `model` column; without, every row is model 'all' and the
+    /// scans group by their other keys only (or not at all).
+    has_model: bool,
     bins: u32,
     strategy: &'static str,
     fields: Vec<String>,
@@ -396,6 +399,7 @@ impl Plan {
             usable: usable.to_string(),
             w: if columns.w { ", w" } else { "" },
             has_w: columns.w,
+            has_model: columns.model,
             has_key: columns.key,
             bins: options.bins,
             strategy: options.strategy.sql(),
@@ -411,6 +415,52 @@ impl Plan {
 
     fn with_input(&self, query: &str) -> String {
         format!("{}{query}", self.prefix)
+    }
+
+    /// The select list's model and the GROUP BY clause of a scan grouped by model and `keys`:
+    /// without a `model` column the model is the constant 'all', left out of the grouping (a
+    /// constant key costs DataFusion a second grouping column a row).
+    fn by_model(&self, keys: &[&str]) -> (&'static str, String) {
+        let mut group: Vec<&str> = if self.has_model {
+            vec!["model"]
+        } else {
+            vec![]
+        };
+        group.extend_from_slice(keys);
+        let clause = if group.is_empty() {
+            String::new()
+        } else {
+            format!(" GROUP BY {}", group.join(", "))
+        };
+        let model = if self.has_model {
+            "model"
+        } else {
+            "'all' AS model"
+        };
+        (model, clause)
+    }
+
+    /// The weighted sums of the scans: `Σw` (weight), `Σw·p`, `Σw·y`, `Σw²`; without a `w`
+    /// column every weight is 1, so `Σp` and `Σy` need no product. (`Σw²` stays `sum(w * w)`:
+    /// the same aggregate twice in the headline's aggregation, beneath its `rate_ci['…']`
+    /// field reads, makes DataFusion 55's `push_down_leaf_projections` fail on a duplicate
+    /// name when the aggregation has no GROUP BY.)
+    fn weighted_sums(&self) -> [&'static str; 4] {
+        if self.has_w {
+            [
+                "sum(w) AS weight",
+                "sum(w * p) AS sum_p",
+                "sum(w * y) AS sum_y",
+                "sum(w * w) AS sum_w2",
+            ]
+        } else {
+            [
+                "sum(w) AS weight",
+                "sum(p) AS sum_p",
+                "sum(y) AS sum_y",
+                "sum(w * w) AS sum_w2",
+            ]
+        }
     }
 
     /// Rows before and after leaving out NULL/NaN ones (`source`, not `input`).
@@ -438,12 +488,9 @@ impl Plan {
         } else {
             String::new()
         };
-        let mut metrics = vec![
-            "count(*) AS rows".to_string(),
-            "sum(w) AS weight".to_string(),
-            "sum(w * p) AS sum_p".to_string(),
-            "sum(w * y) AS sum_y".to_string(),
-            "sum(w * w) AS sum_w2".to_string(),
+        let mut metrics = vec!["count(*) AS rows".to_string()];
+        metrics.extend(self.weighted_sums().map(String::from));
+        metrics.extend([
             format!("ece(p, y, {bins}, 'uniform'{w}) AS ece"),
             format!("ece(p, y, {bins}, 'quantile'{w}) AS ece_quantile"),
             format!("mce(p, y, {bins}, '{strategy}'{w}) AS mce"),
@@ -456,7 +503,7 @@ impl Plan {
             format!("calibration_decomposition(p, y, 'brier'{w}) AS decomposition"),
             "CAST(min(day) AS VARCHAR) AS first_day".to_string(),
             "CAST(max(day) AS VARCHAR) AS last_day".to_string(),
-        ];
+        ]);
         // DeLong's interval and the bootstrap are unweighted: with `w`, AUC alone (weighted).
         // Without, `auc_interval` gives `auc(p, y)` (the same ranks) and its interval at once.
         if self.has_w {
@@ -473,12 +520,13 @@ impl Plan {
             metrics.push(format!("field_rce(p, y, f{k}{rce_w}) AS field_rce_{k}"));
             metrics.push(format!("field_bias(p, y, f{k}{w}) AS field_bias_{k}"));
         }
+        let (model, group_by) = self.by_model(&[]);
         format!(
             "SELECT *, sum_p / NULLIF(sum_y, 0) AS ratio,\n  \
              (sum_p / weight) / rate_ci['upper'] AS ratio_lower,\n  \
              (sum_p / weight) / NULLIF(rate_ci['lower'], 0) AS ratio_upper\n\
              FROM (SELECT *, wilson_interval(sum_y / weight, weight * weight / sum_w2, {Z}) \
-             AS rate_ci\n  FROM (SELECT model,\n  {}\n  FROM input GROUP BY model) AS m\n  \
+             AS rate_ci\n  FROM (SELECT {model},\n  {}\n  FROM input{group_by}) AS m\n  \
              WHERE weight > 0) AS h\nORDER BY model",
             metrics.join(",\n  ")
         )
@@ -502,10 +550,12 @@ impl Plan {
     /// One field's sums per model and value: the scan of the segments section. Its result
     /// (one row per value) is the table `field_values` of [`Plan::segments_sql`].
     fn field_values_sql(&self, k: usize) -> String {
+        let field = format!("f{k}");
+        let (model, group_by) = self.by_model(&[&field]);
         format!(
-            "SELECT model, CAST(f{k} AS VARCHAR) AS value, count(*) AS rows, sum(w) AS weight,\n  \
-             sum(w * p) AS sum_p, sum(w * y) AS sum_y, sum(w * w) AS sum_w2\n\
-             FROM input GROUP BY model, f{k}"
+            "SELECT {model}, CAST({field} AS VARCHAR) AS value, count(*) AS rows,\n  {}\n\
+             FROM input{group_by}",
+            self.weighted_sums().join(", ")
         )
     }
 
@@ -542,10 +592,12 @@ impl Plan {
         } else {
             String::new()
         };
+        let (model, group_by) = self.by_model(&["day"]);
+        let [_, sum_p, sum_y, _] = self.weighted_sums();
         format!(
-            "SELECT model, day, count(*) AS rows, sum(w * p) AS sum_p, sum(w * y) AS sum_y,\n  \
+            "SELECT {model}, day, count(*) AS rows, {sum_p}, {sum_y},\n  \
              ece_state(p, y, {bins}, 'uniform'{w}) AS ece_s, logloss_state(p, y{logloss_w}) AS ll_s\n\
-             FROM input WHERE day IS NOT NULL GROUP BY model, day"
+             FROM input WHERE day IS NOT NULL{group_by}"
         )
     }
 
