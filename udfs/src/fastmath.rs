@@ -151,6 +151,88 @@ fn log_loss_sums_with(
     [sw, sl, sy].map(|s| s.iter().sum())
 }
 
+/// Moves a positive normal product's binary exponent into `exps` (exact) and its mantissa
+/// back to [1, 2) (see [`log_loss_sums_unweighted`]).
+#[inline(always)]
+fn normalise(prod: &mut f64, exps: &mut f64) {
+    let bits = prod.to_bits();
+    *exps += f64::from_bits((bits >> 52) | TWO_52_BITS) - (TWO_52 + 1023.0);
+    *prod = f64::from_bits((bits & MANTISSA) | ONE_BITS);
+}
+
+/// The loss `−(ln prod + k·ln 2 + corr)` of a lane whose factors multiplied to prod·2^k:
+/// k·ln 2 in two parts, as fdlibm (k·LN2_HI is exact while |k| < 2²¹: below 40,000
+/// normalisations of a lane).
+#[inline(always)]
+fn product_loss(prod: f64, k: f64, corr: f64) -> f64 {
+    -(ln_normal(prod) + k * LN2_LO + k * LN2_HI + corr)
+}
+
+/// A row's factor in its lane's product (`p` or `1 − p`, p clipped to [eps, 1 − eps]) and its
+/// correction for the rounding of 1 − p (see [`log_loss_sums_unweighted`]).
+#[inline(always)]
+fn loss_factor(p: f64, y: f64, eps: f64) -> (f64, f64) {
+    let q = p.max(eps).min(1.0 - eps);
+    let u = 1.0 - q;
+    let c = (1.0 - u) - q;
+    (y * q + (1.0 - y) * u, (1.0 - y) * (c * (1.0 + q)))
+}
+
+/// Per group of a batch's checked rows (p in [0, 1], y 0 or 1) spread over `n_groups` groups,
+/// unweighted, eps ≥ machine epsilon: [rows, Σ loss, Σ y], by [`log_loss_sums_unweighted`]'s
+/// products, one running product a group normalised every 16 of its rows. None when a
+/// group's mean loss in the batch is below 2⁻¹⁰, where the products' absolute rounding
+/// would not be small against it: the caller then adds one logarithm a row.
+pub(crate) fn log_loss_sums_grouped(
+    p: &[f64],
+    y: &[f64],
+    groups: &[usize],
+    n_groups: usize,
+    eps: f64,
+) -> Option<Vec<[f64; 3]>> {
+    debug_assert!(eps >= f64::EPSILON);
+    /// Per group: product, exponent, correction, rows since the last normalisation.
+    #[derive(Clone, Copy)]
+    struct Lane {
+        prod: f64,
+        exps: f64,
+        corr: f64,
+        since: u32,
+    }
+    let mut lanes = vec![
+        Lane {
+            prod: 1.0,
+            exps: 0.0,
+            corr: 0.0,
+            since: 0,
+        };
+        n_groups
+    ];
+    let mut sums = vec![[0.0f64; 3]; n_groups];
+    for ((&pi, &yi), &g) in p.iter().zip(y).zip(groups) {
+        let (factor, corr) = loss_factor(pi, yi, eps);
+        let lane = &mut lanes[g];
+        lane.prod *= factor;
+        lane.corr += corr;
+        lane.since += 1;
+        if lane.since == 16 {
+            normalise(&mut lane.prod, &mut lane.exps);
+            lane.since = 0;
+        }
+        sums[g][0] += 1.0;
+        sums[g][2] += yi;
+    }
+    for (lane, s) in lanes.iter().zip(&mut sums) {
+        if s[0] > 0.0 {
+            s[1] = product_loss(lane.prod, lane.exps, lane.corr);
+            if s[1] < s[0] * (1.0 / 1024.0) {
+                return None;
+            }
+        }
+    }
+    Some(sums)
+}
+
 /// Σ loss and Σ y of unweighted rows for eps ≥ machine epsilon, checking the rows as it goes
 /// (p in [0, 1], y 0 or 1): None, with nothing added, when one fails (the caller's checked
 /// path then names the bad value).
@@ -182,19 +264,15 @@ pub(crate) fn log_loss_sums_unweighted<Y: Label>(p: &[f64], y: &[Y], eps: f64) -
             for j in 0..LANES {
                 let (pj, yj) = (pc[j], yc[j].to_f64());
                 ok &= (0.0..=1.0).contains(&pj) & yc[j].is_label();
-                let q = pj.max(eps).min(1.0 - eps);
-                let u = 1.0 - q;
-                let c = (1.0 - u) - q;
-                prod[j] *= yj * q + (1.0 - yj) * u;
-                corr[j] += (1.0 - yj) * (c * (1.0 + q));
+                let (factor, c) = loss_factor(pj, yj, eps);
+                prod[j] *= factor;
+                corr[j] += c;
                 pos[j] += yj;
             }
         }
         // The products are positive normal numbers: exponent out, mantissa back to [1, 2).
         for j in 0..LANES {
-            let bits = prod[j].to_bits();
-            exps[j] += f64::from_bits((bits >> 52) | TWO_52_BITS) - (TWO_52 + 1023.0);
-            prod[j] = f64::from_bits((bits & MANTISSA) | ONE_BITS);
+            normalise(&mut prod[j], &mut exps[j]);
         }
     }
     if !ok {
@@ -202,10 +280,7 @@ pub(crate) fn log_loss_sums_unweighted<Y: Label>(p: &[f64], y: &[Y], eps: f64) -
     }
     let (mut loss, mut positives) = (0.0, 0.0);
     for j in 0..LANES {
-        // k·ln 2 in two parts, as fdlibm: k·LN2_HI is exact while |k| < 2²¹ (a lane of a
-        // batch below 40,000 blocks), and LN2_LO carries the rest of ln 2.
-        let k = exps[j];
-        loss -= ln_normal(prod[j]) + k * LN2_LO + k * LN2_HI + corr[j];
+        loss += product_loss(prod[j], exps[j], corr[j]);
         positives += pos[j];
     }
     for i in n..p.len() {
@@ -450,6 +525,71 @@ mod tests {
                         y2[len - 1 - len / 3] = bad_y;
                         assert!(log_loss_sums_unweighted(&p2, &y2, eps).is_none());
                     }
+                }
+            }
+        }
+    }
+
+    /// The grouped products give each group the per-row sum of its rows' losses
+    /// (`reference_sum`, std's logarithms) to 1e-14 relative, its row count and its Σy
+    /// exactly, for groups of every size (none, one row, fewer than 16, thousands; the rows
+    /// of a group scattered through the batch) and the extremes 0 and 1; and refuse a batch
+    /// in which one group's predictions are confidently right (mean loss below 2⁻¹⁰).
+    #[test]
+    fn grouped_sums_by_products_match_per_row_losses() {
+        let probs: Vec<f64> = samples()
+            .into_iter()
+            .filter(|p| (0.0..=1.0).contains(p))
+            .collect();
+        let n_groups = 9;
+        for len in [0, 1, 15, 16, 17, 8192, 20_000] {
+            for eps in [f64::EPSILON, 1e-6] {
+                let p: Vec<f64> = (0..len)
+                    .map(|i| match i % 97 {
+                        0 => 0.0,
+                        1 => 1.0,
+                        _ => probs[i % probs.len()],
+                    })
+                    .collect();
+                let y: Vec<f64> = (0..len).map(|i| ((i * 7 + i / 3) % 2) as f64).collect();
+                // Group 8 gets every 1000th row, group 7 none, the rest share the others.
+                let groups: Vec<usize> = (0..len)
+                    .map(|i| if i % 1000 == 999 { 8 } else { (i * 31 / 7) % 7 })
+                    .collect();
+                let of = |v: &[f64], g: usize| -> Vec<f64> {
+                    v.iter()
+                        .zip(&groups)
+                        .filter(|(_, &h)| h == g)
+                        .map(|(x, _)| *x)
+                        .collect()
+                };
+                // A group of a few rows that happen to be 0 or 1 rightly is confidently right:
+                // then the whole batch is refused.
+                let confident = (0..n_groups).any(|g| {
+                    let pg = of(&p, g);
+                    !pg.is_empty() && reference_sum(&pg, &of(&y, g), eps) < pg.len() as f64 / 1024.0
+                });
+                let got = log_loss_sums_grouped(&p, &y, &groups, n_groups, eps);
+                assert_eq!(got.is_none(), confident, "len {len}");
+                assert!(len < 8192 || !confident, "the large batches are compared");
+                for (g, [rows, l, yw]) in got.unwrap_or_default().into_iter().enumerate() {
+                    let (pg, yg) = (of(&p, g), of(&y, g));
+                    let want = reference_sum(&pg, &yg, eps);
+                    assert_eq!(rows, pg.len() as f64, "group {g}");
+                    assert_eq!(yw, yg.iter().sum::<f64>(), "group {g}");
+                    let close = (l - want).abs() <= 1e-14 * want.abs().max(1e-300);
+                    assert!(close, "len {len} group {g}: {l:e} vs {want:e}");
+                }
+                if len > 0 {
+                    let mut confident = p.clone();
+                    for (c, &g) in confident.iter_mut().zip(&groups) {
+                        if g == groups[0] {
+                            *c = 1e-10;
+                        }
+                    }
+                    let zeros = vec![0.0; len];
+                    let refused = log_loss_sums_grouped(&confident, &zeros, &groups, n_groups, eps);
+                    assert!(refused.is_none(), "len {len}");
                 }
             }
         }

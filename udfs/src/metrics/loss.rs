@@ -18,7 +18,10 @@ use crate::common::{
     all_probabilities, all_weights, args, check_p, check_propensity, check_w, check_y, f64s,
     for_each_row, literal_checked, state_fields_of, usable_rows_pyw, weight_col, CallShape,
 };
-use crate::fastmath::{ips_loss_sum, ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_unweighted};
+use crate::fastmath::{
+    ips_loss_sum, ln, ln_1m, log_loss, log_loss_sums, log_loss_sums_grouped,
+    log_loss_sums_unweighted,
+};
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels};
@@ -260,6 +263,10 @@ pub(crate) fn ips_loss_row(p: f64, y: f64, omega: f64, eps: f64) -> f64 {
     l
 }
 
+/// Most groups for which a batch of many groups keeps a running product per group (40 bytes
+/// each) rather than taking a logarithm a row.
+const GROUPED_PRODUCTS: usize = 4096;
+
 impl Kernel for LossKernel {
     fn empty(&self) -> Result<Self> {
         Ok(Self {
@@ -362,6 +369,26 @@ impl Kernel for LossKernel {
                 sy[0] += y4.iter().sum::<f64>();
             }
             return Ok(());
+        }
+        if fast
+            && log_kind
+            && extra.is_none()
+            && eps >= f64::EPSILON
+            && sw.len() <= GROUPED_PRODUCTS
+        {
+            // Many groups (a daily state): a product a group instead of a logarithm a row.
+            if let Some(sums) = log_loss_sums_grouped(p, y, groups, sw.len(), eps) {
+                for (g, [w, l, yw]) in sums.into_iter().enumerate() {
+                    if w > 0.0 {
+                        sw[g] += w;
+                        sl[g] += l;
+                        if ne {
+                            sy[g] += yw;
+                        }
+                    }
+                }
+                return Ok(());
+            }
         }
         let mut add_row = |i: usize, pi: f64, yi: f64, xi: f64| {
             let g = if one_group { 0 } else { groups[i] };

@@ -761,35 +761,42 @@ fn node_sums(
     r_sum
 }
 
-/// The sums of all nodes at (b, g), the chunks spread over the machine's cores.
-fn pass(
-    nodes: &Nodes,
-    chunks: &[std::ops::Range<usize>],
-    taylor: &Taylor,
-    b: &[f64],
-    g: &[f64],
-) -> Sums {
-    pass_on(crate::parallel::cores(), nodes, chunks, taylor, b, g)
+/// The nodes as a pass reads them: in chunks, with the runs' [`Taylor`] records.
+struct Passes<'a> {
+    nodes: &'a Nodes,
+    chunks: Vec<std::ops::Range<usize>>,
+    taylor: Taylor,
 }
 
-/// [`pass`] on at most `threads` threads.
-fn pass_on(
-    threads: usize,
-    nodes: &Nodes,
-    chunks: &[std::ops::Range<usize>],
-    taylor: &Taylor,
-    b: &[f64],
-    g: &[f64],
-) -> Sums {
-    let kn = b.len();
-    let parts = crate::parallel::map_in_order(chunks.len(), threads, |i| {
-        chunk_sums(nodes, taylor, chunks[i].clone(), b, g, kn)
-    });
-    let mut total = Sums::new(kn, 0, g.len());
-    for c in &parts {
-        total.add(c);
+impl<'a> Passes<'a> {
+    /// The chunks of `nodes` for `zn` field values, and their runs' records.
+    fn new(nodes: &'a Nodes, zn: usize) -> Self {
+        let chunks = chunks(nodes, zn);
+        let taylor = Taylor::new(nodes, &chunks);
+        Passes {
+            nodes,
+            chunks,
+            taylor,
+        }
     }
-    total
+
+    /// The sums of all nodes at (b, g), the chunks spread over the machine's cores.
+    fn pass(&self, b: &[f64], g: &[f64]) -> Sums {
+        self.pass_on(crate::parallel::cores(), b, g)
+    }
+
+    /// [`Self::pass`] on at most `threads` threads.
+    fn pass_on(&self, threads: usize, b: &[f64], g: &[f64]) -> Sums {
+        let kn = b.len();
+        let parts = crate::parallel::map_in_order(self.chunks.len(), threads, |i| {
+            chunk_sums(self.nodes, &self.taylor, self.chunks[i].clone(), b, g, kn)
+        });
+        let mut total = Sums::new(kn, 0, g.len());
+        for c in &parts {
+            total.add(c);
+        }
+        total
+    }
 }
 
 /// Minimises `Σ a·softplus(η + g_z) − t·(η + g_z) + l2/2·Σ g_z²` over ordered knot values and
@@ -805,8 +812,7 @@ pub(crate) fn solve_with_offsets(
     rows: f64,
 ) -> OrderedFit {
     let kn = knots.len();
-    let chunks = chunks(nodes, zn);
-    let taylor = Taylor::new(nodes, &chunks);
+    let passes = Passes::new(nodes, zn);
     let penalty = |g: &[f64]| 0.5 * l2 * g.iter().map(|v| v * v).sum::<f64>();
     let to_b = |x: &[f64]| -> Vec<f64> {
         let mut acc = 0.0;
@@ -823,7 +829,7 @@ pub(crate) fn solve_with_offsets(
         .collect();
     let mut g = vec![0.0; zn];
     let mut b = to_b(&x);
-    let mut sums = pass(nodes, &chunks, &taylor, &b, &g);
+    let mut sums = passes.pass(&b, &g);
     let mut f = sums.value + penalty(&g);
     let tol = 1e-13 * rows.max(1.0);
     let (mut iterations, mut converged) = (0, false);
@@ -926,7 +932,7 @@ pub(crate) fn solve_with_offsets(
                 .collect();
             let tg: Vec<f64> = (0..zn).map(|z| g[z] + alpha * pgz[z]).collect();
             let tb = to_b(&tx);
-            let trial = pass(nodes, &chunks, &taylor, &tb, &tg);
+            let trial = passes.pass(&tb, &tg);
             let tf = trial.value + penalty(&tg);
             let decrease: f64 = (0..kn).map(|j| gx[j] * (tx[j] - x[j])).sum::<f64>()
                 + (0..zn).map(|z| gg[z] * (tg[z] - g[z])).sum::<f64>();
@@ -953,7 +959,7 @@ pub(crate) fn solve_with_offsets(
         }
     }
     fill_unsupported(knots, &mut b, &supported(nodes, kn));
-    let data_loss = pass(nodes, &chunks, &taylor, &b, &g).value;
+    let data_loss = passes.pass(&b, &g).value;
     OrderedFit {
         b,
         g,
@@ -991,8 +997,8 @@ mod tests {
                 nodes.push(z, Located { k, lambda, a, t });
             }
         }
-        let chunks = chunks(&nodes, zn);
-        assert!(chunks.len() > 4, "{} chunks", chunks.len());
+        let passes = Passes::new(&nodes, zn);
+        assert!(passes.chunks.len() > 4, "{} chunks", passes.chunks.len());
         let b: Vec<f64> = knots.iter().map(|k| 0.9 * k).collect();
         let g: Vec<f64> = (0..zn).map(|z| 0.01 * z as f64 - 0.2).collect();
         let bits = |s: &Sums| -> Vec<u64> {
@@ -1006,10 +1012,9 @@ mod tests {
                 .map(f64::to_bits)
                 .collect()
         };
-        let taylor = Taylor::new(&nodes, &chunks);
-        let one = pass_on(1, &nodes, &chunks, &taylor, &b, &g);
+        let one = passes.pass_on(1, &b, &g);
         for threads in [2, 3, 8] {
-            let many = pass_on(threads, &nodes, &chunks, &taylor, &b, &g);
+            let many = passes.pass_on(threads, &b, &g);
             assert_eq!(bits(&one), bits(&many), "{threads} threads");
         }
         assert!(one.value.is_finite() && one.value > 0.0);
@@ -1080,15 +1085,15 @@ mod tests {
                 want.dz[*z] += h;
             }
         }
-        let chunks = chunks(&nodes, zn);
+        let passes = Passes::new(&nodes, zn);
+        let (chunks, taylor) = (&passes.chunks, &passes.taylor);
         assert!(zn > 0 || chunks.len() >= 2, "{} chunks", chunks.len());
-        for c in &chunks {
+        for c in chunks {
             assert!(
                 nodes.runs.iter().any(|r| r.start == c.start),
                 "chunks end on runs"
             );
         }
-        let taylor = Taylor::new(&nodes, &chunks);
         let by_series = (0..nodes.runs.len())
             .filter(|&ri| {
                 let run = &nodes.runs[ri];
@@ -1106,7 +1111,7 @@ mod tests {
             "{by_series} of {} runs by series",
             nodes.runs.len()
         );
-        let got = pass_on(2, &nodes, &chunks, &taylor, &b, g);
+        let got = passes.pass_on(2, &b, g);
         let pairs = [
             (vec![got.value], vec![want.value]),
             (got.gb, want.gb),
