@@ -10,8 +10,8 @@
 //! share their weights (a cluster bootstrap); a unique row id gives the ordinary one.
 //!
 //! Rows that share a key share their weights, so a row's replicate sums are not added row by
-//! row: its (1, p, y) wait in a [`Pending`] entry of its (group, model, key, bin), and each
-//! entry is spread over the replicates once, when the entries reach [`PENDING_CAP`] or the
+//! row: its (1, p, y) wait in a `Pending` entry of its (group, model, key, bin), and each
+//! entry is spread over the replicates once, when the entries reach `PENDING_CAP` or the
 //! state is read. A cluster bootstrap over 5,000 sites computes 200 weights for each
 //! (site, bin) instead of each row; with a unique row id every row is an entry.
 //!
