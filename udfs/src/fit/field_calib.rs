@@ -28,8 +28,8 @@ const BATCH_NODES: usize = 1 << 20;
 /// The joint fit over the field values' states (sorted by value).
 fn field_calib(states: &[(&str, &FitState)], kn: usize, l2: f64, m: &mut Model) {
     let knots = ilps_knots(kn);
-    // Nodes of every value, with the value's index: the values' nodes sorted and located on
-    // the cores a batch of values at a time, and appended in the values' order.
+    // Nodes of every value, with the value's index: the values' nodes read in ascending order
+    // and located on the cores a batch of values at a time, and appended in the values' order.
     let mut nodes = Nodes::with_capacity(states.iter().map(|(_, st)| st.nodes_bound()).sum());
     let mut start = 0;
     while start < states.len() {
