@@ -263,8 +263,8 @@ pub(crate) fn ips_loss_row(p: f64, y: f64, omega: f64, eps: f64) -> f64 {
     l
 }
 
-/// Most groups for which a batch of many groups keeps a running product per group (40 bytes
-/// each) rather than taking a logarithm a row.
+/// Most groups for which a batch of many groups keeps a running product per group (56 bytes
+/// a group while the batch is added) rather than taking a logarithm a row.
 const GROUPED_PRODUCTS: usize = 4096;
 
 impl Kernel for LossKernel {
@@ -371,6 +371,7 @@ impl Kernel for LossKernel {
             return Ok(());
         }
         if fast
+            && !one_group
             && log_kind
             && extra.is_none()
             && eps >= f64::EPSILON

@@ -452,7 +452,8 @@ fn chunks(nodes: &Nodes, zn: usize) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// Runs of fewer nodes are summed node by node: their series would cost more.
+/// Runs of fewer nodes are summed node by node: their records (`RECORD` numbers a run) would
+/// hold more memory than they save in time (docs/performance.md).
 const TAYLOR_MIN_NODES: usize = 32;
 /// The highest order of the series.
 const TAYLOR_MAX_ORDER: usize = 16;
