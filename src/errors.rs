@@ -34,6 +34,13 @@ row (16 with a weight) per group, so filter or sample the rows, round the scores
 scores instead of keeping them), or use a fixed-edge strategy such as 'uniform' or 'sklearn'; see \
 docs/SEMANTICS.md#metrics-that-keep-rows";
 
+/// What to do when DataFusion 55's `push_down_leaf_projections` rule fails on valid SQL: the
+/// same expression twice (`sum(x) AS a, sum(x) AS b`) beneath a struct field read plans to
+/// "duplicate unqualified field name" (the rule's known faults: apache/datafusion#25459).
+const LEAF_PUSHDOWN_HINT: &str = "this is a DataFusion 55 optimizer fault on valid SQL, met when the same \
+expression appears twice beneath a struct field read (such as model['slope']): compute each expression once, or \
+run SET datafusion.optimizer.enable_leaf_expression_pushdown = false first";
+
 /// An error whose text is the whole message users see, with no kind prefix
 /// ("Execution error: …"): wrap it in `DataFusionError::External`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +104,10 @@ fn describe_datafusion(error: &DataFusionError) -> String {
     }
     if let DataFusionError::ResourcesExhausted(_) = error.find_root() {
         return format!("{error} (hint: {MEMORY_HINT})");
+    }
+    let text = error.to_string();
+    if text.contains("'push_down_leaf_projections' failed") {
+        return format!("{text} (hint: {LEAF_PUSHDOWN_HINT})");
     }
     match error {
         // `SQL error: ParserError("…")` → `SQL error: …`

@@ -35,6 +35,27 @@ fn first_failing_statement_stops_the_run() {
     command.assert().stdout("a\n1\n");
 }
 
+/// DataFusion 55 fails to plan the same aggregate twice beneath a struct field read; the
+/// error says how to get past it, and the way it names works.
+#[test]
+fn an_optimizer_fault_comes_with_its_workaround() {
+    let dir = TempDir::new().unwrap();
+    let query = "SELECT ci['u'] AS u FROM (SELECT named_struct('u', a / b) AS ci \
+                 FROM (SELECT sum(x) AS a, sum(x) AS b FROM (VALUES (1.0), (2.0)) AS t(x)) AS m) AS h";
+    assert_fails_with(
+        calibsql(dir.path()).args(["-c", query]),
+        1,
+        "SET datafusion.optimizer.enable_leaf_expression_pushdown = false",
+    );
+    let workaround =
+        format!("SET datafusion.optimizer.enable_leaf_expression_pushdown = false; {query}");
+    calibsql(dir.path())
+        .args(["-c", &workaround])
+        .assert()
+        .success()
+        .stdout("u\n1.0\n");
+}
+
 #[test]
 fn missing_table_file_fails_with_exit_1() {
     let dir = TempDir::new().unwrap();
