@@ -426,9 +426,11 @@ const PENDING_CAP: usize = (1 << 18) / 8 * 7;
 /// depends on the rows only.
 #[derive(Debug, Default)]
 struct Pending {
-    /// (group, key number, model · 2^31 + bin; bins number at most [`MAX_CELLS`]) → (first met, [count, Σp, Σy]): one probe a row
-    /// finds the sums it adds to.
+    /// (group, key number, model · 2^31 + bin; bins number at most [`MAX_CELLS`]) → (when
+    /// first met, [count, Σp, Σy]): one probe a row finds the sums it adds to.
     sums: HashMap<(usize, u64, u32), (usize, [f64; 3])>,
+    /// The next entry's "when first met": a count, so entries never share one.
+    next: usize,
 }
 
 /// One (group, model, key, bin)'s rows: their count, Σp and Σy.
@@ -445,12 +447,12 @@ impl Pending {
     /// Adds a row of `group` with `key` that `model` puts in `bin`, with its p and y.
     #[inline]
     fn add(&mut self, group: usize, model: usize, bin: usize, key: u64, p: f64, y: f64) {
-        let next = self.sums.len();
+        let next = &mut self.next;
         let cell = ((model as u32) << 31) | bin as u32;
-        let (_, s) = self
-            .sums
-            .entry((group, key, cell))
-            .or_insert((next, [0.0; 3]));
+        let (_, s) = self.sums.entry((group, key, cell)).or_insert_with(|| {
+            *next += 1;
+            (*next, [0.0; 3])
+        });
         s[0] += 1.0;
         s[1] += p;
         s[2] += y;
@@ -483,6 +485,17 @@ impl Pending {
 
     fn clear(&mut self) {
         self.sums.clear();
+        self.next = 0;
+    }
+
+    /// Forgets the entries of groups `0..n` (emitted and drained: their sums are gone) and
+    /// numbers the others' groups from 0 again.
+    fn drop_groups(&mut self, n: usize) {
+        self.sums = std::mem::take(&mut self.sums)
+            .into_iter()
+            .filter(|((group, _, _), _)| *group >= n)
+            .map(|((group, key, cell), v)| ((group - n, key, cell), v))
+            .collect();
     }
 
     fn bytes(&self) -> usize {
@@ -715,8 +728,10 @@ impl Kernel for BootKernel {
     }
 
     fn drain(&mut self, n: usize) {
-        self.flush();
+        // The drained groups' pending rows were in the state or value just emitted; the
+        // others' stay pending.
         let n = n.min(self.groups);
+        self.pending.drop_groups(n);
         self.sums.drain(..n * self.width());
         self.groups -= n;
     }
@@ -887,8 +902,9 @@ mod tests {
     /// The rows' replicate sums, whether they wait in `pending` or were spread: the state
     /// of two groups (a model pair, keys shared by many rows and keys of one row, more rows
     /// than [`PENDING_CAP`] so that some were spread on the way), read before and after
-    /// `evaluate` spread the rest, against the sums of the definition computed row by row
-    /// here from [`replicate_weight`], to 1e-12 relative (sums in another order).
+    /// `evaluate` spread the rest, and of the second group after the first was emitted and
+    /// drained, against the sums of the definition computed row by row here from
+    /// [`replicate_weight`], to 1e-12 relative (sums in another order).
     #[test]
     fn pending_rows_give_the_row_by_row_sums() {
         let (n, reps) = (PENDING_CAP as u64 + 9_000, 3);
@@ -901,8 +917,7 @@ mod tests {
             .map(|i| if i % 3 == 0 { i % 41 } else { i })
             .collect();
         let groups: Vec<usize> = (0..n as usize).map(|i| (i / 7) % 2).collect();
-        let mut k = kernel(BootstrapKind::EceDiff, reps);
-        k.resize(2);
+        let k = kernel(BootstrapKind::EceDiff, reps);
         let w = k.width();
         let mut want = vec![0.0; 2 * w];
         for i in 0..n as usize {
@@ -921,28 +936,43 @@ mod tests {
             }
         }
         let n = n as usize;
-        for (a, b) in [(0, 5_000), (5_000, n - 3_000), (n - 3_000, n)] {
-            let cols: Vec<ArrayRef> = vec![
-                Arc::new(Float64Array::from(p[a..b].to_vec())),
-                Arc::new(Float64Array::from(q[a..b].to_vec())),
-                Arc::new(Float64Array::from(y[a..b].to_vec())),
-                Arc::new(Int64Array::from(keys[a..b].to_vec())),
-            ];
-            k.update(&cols, &groups[a..b], None).unwrap();
-        }
+        let fed = || {
+            let mut k = kernel(BootstrapKind::EceDiff, reps);
+            k.resize(2);
+            for (a, b) in [(0, 5_000), (5_000, n - 3_000), (n - 3_000, n)] {
+                let cols: Vec<ArrayRef> = vec![
+                    Arc::new(Float64Array::from(p[a..b].to_vec())),
+                    Arc::new(Float64Array::from(q[a..b].to_vec())),
+                    Arc::new(Float64Array::from(y[a..b].to_vec())),
+                    Arc::new(Int64Array::from(keys[a..b].to_vec())),
+                ];
+                k.update(&cols, &groups[a..b], None).unwrap();
+            }
+            k
+        };
+        let mut k = fed();
         assert!(k.pending.len() > 0 && k.pending.len() < PENDING_CAP);
-        let check = |k: &BootKernel, when: &str| {
-            let state = k.state(0..2).unwrap();
-            let (_, got) = list_parts(&state[0]);
+        let close_to = |got: &[f64], want: &[f64], when: &str| {
             assert_eq!(got.len(), want.len());
-            for (g, w) in got.iter().zip(&want) {
+            for (g, w) in got.iter().zip(want) {
                 let close = (g - w).abs() <= 1e-12 * w.abs().max(1.0);
                 assert!(close, "{when}: {g} vs {w}");
             }
+        };
+        let check = |k: &BootKernel, when: &str| {
+            let state = k.state(0..2).unwrap();
+            close_to(list_parts(&state[0]).1, &want, when);
         };
         check(&k, "pending");
         k.evaluate(0..2).unwrap();
         assert_eq!(k.pending.len(), 0);
         check(&k, "spread");
+        // Group 0 emitted and drained: group 1's rows stay pending, now as group 0.
+        let mut k = fed();
+        k.take_state(0..1).unwrap();
+        k.drain(1);
+        assert!(k.pending.len() > 0);
+        let state = k.state(0..1).unwrap();
+        close_to(list_parts(&state[0]).1, &want[w..], "after the drain");
     }
 }
