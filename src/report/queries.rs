@@ -441,10 +441,10 @@ impl Plan {
     }
 
     /// The weighted sums of the scans: `Σw` (weight), `Σw·p`, `Σw·y`, `Σw²`; without a `w`
-    /// column every weight is 1, so `Σp` and `Σy` need no product. (`Σw²` stays `sum(w * w)`:
-    /// the same aggregate twice in the headline's aggregation, beneath its `rate_ci['…']`
-    /// field reads, makes DataFusion 55's `push_down_leaf_projections` fail on a duplicate
-    /// name when the aggregation has no GROUP BY.)
+    /// column every weight is 1, so `Σp` and `Σy` need no product. (`Σw²` stays `sum(w * w)`,
+    /// not a second `sum(w)`: the same aggregate twice beneath the headline's `rate_ci['…']`
+    /// field reads makes DataFusion 55's `push_down_leaf_projections` fail on a duplicate
+    /// name; see `crate::errors`.)
     fn weighted_sums(&self) -> [&'static str; 4] {
         if self.has_w {
             [

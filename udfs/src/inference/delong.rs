@@ -336,6 +336,10 @@ fn sweep_placements<T>(
         };
         let i_end = i + neg[i..].iter().take_while(|r| score(r) == v).count();
         let k_end = k + pos[k..].iter().take_while(|r| score(r) == v).count();
+        if i_end == i && k_end == k {
+            // Only a NaN score, which the row checks keep out, equals nothing; never loop.
+            return;
+        }
         let (equal_neg, equal_pos) = ((i_end - i) as u64, (k_end - k) as u64);
         let for_pos = 2 * i as u64 + equal_neg;
         let for_neg = 2 * (pos.len() - k_end) as u64 + equal_pos;
