@@ -29,10 +29,10 @@ fn describe(error: &anyhow::Error) -> String {
 }
 
 /// What to do when a query needs more memory than `--memory-limit` allows.
-const MEMORY_HINT: &str = "raise --memory-limit; auc, ece_debiased and 'quantile' bins keep 8 bytes per \
-row (16 with a weight) per group, so filter or sample the rows, round the scores for auc (it counts repeated \
-scores instead of keeping them), or use a fixed-edge strategy such as 'uniform' or 'sklearn'; see \
-docs/SEMANTICS.md#metrics-that-keep-rows";
+const MEMORY_HINT: &str = "raise --memory-limit; auc, ece_debiased and 'quantile' bins spill unweighted rows \
+to disk, but weighted rows (16 bytes a row per group), auc_test's pairs and the fits' states stay in memory, so \
+filter or sample the rows, round the scores (repeated scores are counted instead of kept), or use a fixed-edge \
+strategy such as 'uniform' or 'sklearn'; see docs/SEMANTICS.md#metrics-that-keep-rows";
 
 /// What to do when DataFusion 55's `push_down_leaf_projections` rule fails on valid SQL: the
 /// same expression twice (`sum(x) AS a, sum(x) AS b`) beneath a struct field read plans to

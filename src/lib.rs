@@ -115,9 +115,14 @@ pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
         let pool = TrackConsumersPool::new(FairSpillPool::new(limit), TOP_CONSUMERS);
         runtime = runtime.with_memory_pool(Arc::new(pool));
     }
+    let runtime = runtime.build_arc()?;
+    if options.memory_limit.is_some() {
+        // The aggregates that keep rows spill sorted runs of them under the limit.
+        calibsql_udfs::spill_to(&runtime.disk_manager, &runtime.memory_pool);
+    }
     let state = SessionStateBuilder::new()
         .with_config(config)
-        .with_runtime_env(runtime.build_arc()?)
+        .with_runtime_env(runtime)
         .with_default_features();
     let ctx = constant_join::with_constant_joins(state).enable_url_table();
     register_all(&ctx);

@@ -85,9 +85,23 @@ def test_bad_connect_arguments():
 
 
 def test_memory_limit_is_enforced():
+    # Weighted rows stay in memory (unweighted ones spill; see the next test).
     con = calibsql.connect(memory_limit="1M", target_partitions=1)
     with pytest.raises(calibsql.Error, match="Resources exhausted.*hint"):
-        con.sql("SELECT auc(CAST(v AS DOUBLE) / 1e6, v % 2) FROM generate_series(1, 2000000) AS t(v)")
+        con.sql("SELECT auc(CAST(v AS DOUBLE) / 1e6, v % 2, 2.0) FROM generate_series(1, 2000000) AS t(v)")
+
+
+def test_kept_rows_spill_under_the_memory_limit():
+    # 16 MB of scores under 4 MB: spilled to disk, the unlimited value. The scores are a
+    # permutation-like hash of v, so the value is not trivial; this compares the code with
+    # itself (limited and not): auc's references are checked in tests/slt.
+    sql = (
+        "SELECT auc(CAST((v * 2654435761) % 4294967311 AS DOUBLE) / 4294967311.0, v % 3 = 0) "
+        "FROM generate_series(1, 2000000) AS t(v)"
+    )
+    limited = calibsql.connect(memory_limit="4M", target_partitions=2).sql(sql).to_pylist()
+    unlimited = calibsql.connect(target_partitions=2).sql(sql).to_pylist()
+    assert limited == unlimited and 0.49 < list(limited[0].values())[0] < 0.51
 
 
 def test_wrong_datafusion_major_is_refused(monkeypatch):

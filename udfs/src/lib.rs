@@ -102,7 +102,8 @@
 //! an earlier release.
 #![deny(clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr)]
 #![warn(clippy::clone_on_ref_ptr)]
-// One exception, allowed where it is: `metrics::binning::uniform_bin`'s SSE2 conversion.
+// Two exceptions, allowed where they are: `metrics::binning::uniform_bin`'s SSE2 conversion,
+// and `values::spill::RunWriter::finish`'s memory map of a spilled file.
 #![deny(unsafe_code)]
 
 use std::sync::Arc;
@@ -130,6 +131,7 @@ mod values;
 
 pub use metrics::{auc, binned, binning, field, loss};
 pub use registry::{argument_default, literal_argument_names};
+pub use values::spill::{keep_rows_in_memory, spill_to};
 
 /// Every aggregate of this crate: the registry's aggregates, then their `_state` / `_merge`
 /// twins.

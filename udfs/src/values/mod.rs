@@ -17,6 +17,10 @@
 //! runs arrive sorted and are read in order where they lie; `'quantile'` edges select order
 //! statistics across the runs without sorting. Every other reader first copies the runs into
 //! the group's own vectors ([`Rows::absorb_runs`]).
+//!
+//! Under a memory limit, unweighted rows that no longer fit are sorted and spilled to disk,
+//! and read back through a memory map as sorted runs of their own ([`Rows::spilled`]; see
+//! [`spill`]).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -26,6 +30,7 @@ use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::FieldRef;
 use arrow::datatypes::Float64Type;
 use datafusion_common::{internal_err, Result};
+use datafusion_execution::memory_pool::MemoryReservation;
 
 use crate::common::{
     all_probabilities, check_p, check_w, check_y, f64_list_state_fields, f64_lists, f64s,
@@ -37,6 +42,7 @@ use crate::labels::{all_labels, f64_labels, with_labels, Label};
 
 mod distinct;
 mod order;
+pub(crate) mod spill;
 mod sweep;
 mod tally;
 pub(crate) use distinct::at_least_distinct;
@@ -114,6 +120,9 @@ pub(crate) struct Rows {
     /// More unweighted scores per class: slices of merged states' buffers, kept without a
     /// copy (see the module documentation). Empty in a weighted group.
     pub runs: [Vec<ScalarBuffer<f64>>; 2],
+    /// More unweighted scores per class, ascending: runs spilled to disk and mapped (by this
+    /// store, or by the partial state it merged). Their bytes are not memory ([`spill`]).
+    pub spilled: [Vec<ScalarBuffer<f64>>; 2],
 }
 
 /// Most sources (own rows and runs) per class that [`Rows::sorted_parts`] reads in place;
@@ -125,6 +134,16 @@ impl Rows {
         self.p[0].len()
             + self.p[1].len()
             + self.runs.iter().flatten().map(|r| r.len()).sum::<usize>()
+            + self
+                .spilled
+                .iter()
+                .flatten()
+                .map(|r| r.len())
+                .sum::<usize>()
+    }
+
+    fn has_spilled(&self) -> bool {
+        self.spilled.iter().any(|s| !s.is_empty())
     }
 
     fn bytes(&self) -> usize {
@@ -136,38 +155,89 @@ impl Rows {
             * size_of::<f64>()
     }
 
-    /// Class `c`'s scores: the own vector, then the runs.
+    /// Class `c`'s scores: the own vector, then the runs, then the spilled runs.
     pub(crate) fn parts(&self, c: usize) -> Vec<&[f64]> {
         std::iter::once(&self.p[c][..])
             .chain(self.runs[c].iter().map(|r| &r[..]))
+            .chain(self.spilled[c].iter().map(|r| &r[..]))
             .collect()
     }
 
-    /// Copies the runs into the own vectors (for the readers that need one vector a class).
+    /// Copies the runs, spilled ones too, into the own vectors (for the readers that need one
+    /// vector a class: a spilled group read this way is back in memory).
     pub(crate) fn absorb_runs(&mut self) {
         for c in 0..2 {
-            if self.runs[c].is_empty() {
+            if self.runs[c].is_empty() && self.spilled[c].is_empty() {
                 continue;
             }
-            let more: usize = self.runs[c].iter().map(|r| r.len()).sum();
-            self.p[c].reserve_exact(more);
-            for r in std::mem::take(&mut self.runs[c]) {
+            let runs = std::mem::take(&mut self.runs[c])
+                .into_iter()
+                .chain(std::mem::take(&mut self.spilled[c]));
+            let runs: Vec<ScalarBuffer<f64>> = runs.collect();
+            self.p[c].reserve_exact(runs.iter().map(|r| r.len()).sum());
+            for r in runs {
                 self.p[c].extend_from_slice(&r);
             }
+        }
+    }
+
+    /// Class `c`'s own rows and runs sorted and merged with its spilled runs into one
+    /// spilled run (the own rows' memory freed); false, with nothing changed, when there is
+    /// no spill target or the write fails.
+    fn spill_class(&mut self, c: usize, func: &'static str) -> bool {
+        let Some(target) = spill::target() else {
+            return false;
+        };
+        let runs = std::mem::take(&mut self.runs[c]);
+        self.p[c].reserve_exact(runs.iter().map(|r| r.len()).sum());
+        for r in &runs {
+            self.p[c].extend_from_slice(r);
+        }
+        sort_f64(&mut self.p[c]);
+        let written = (|| {
+            let mut w = spill::RunWriter::new(&target, func)?;
+            let mut parts = vec![&self.p[c][..]];
+            parts.extend(self.spilled[c].iter().map(|r| &r[..]));
+            w.push_merged(&parts)?;
+            w.finish()
+        })();
+        match written {
+            Ok(Some((all, _))) => {
+                self.spilled[c] = vec![all];
+                self.p[c] = vec![];
+                true
+            }
+            Ok(None) => true,
+            Err(_) => false,
         }
     }
 
     /// The unweighted scores of each class as ascending slices, sorting where needed: the
     /// own vector in place, and runs that arrived sorted read where they lie. Runs that are
     /// not sorted, or more than [`MAX_SORTED_PARTS`] sources, are absorbed and sorted.
+    /// A group with spilled runs and more sources than that merges them all into one
+    /// spilled run instead (its memory stays free).
     pub(crate) fn sorted_parts(&mut self) -> [Vec<&[f64]>; 2] {
         for c in 0..2 {
+            let sources = 1 + self.runs[c].len() + self.spilled[c].len();
+            if !self.spilled[c].is_empty()
+                && sources > MAX_SORTED_PARTS
+                && self.spill_class(c, "spilled rows")
+            {
+                continue;
+            }
             let sorted = self.runs[c].iter().all(|r| is_sorted_f64(r));
-            if !sorted || self.runs[c].len() + 1 > MAX_SORTED_PARTS {
+            if !sorted || sources > MAX_SORTED_PARTS {
                 let runs = std::mem::take(&mut self.runs[c]);
                 self.p[c].reserve_exact(runs.iter().map(|r| r.len()).sum());
                 for r in runs {
                     self.p[c].extend_from_slice(&r);
+                }
+                if self.spilled[c].len() + 1 > MAX_SORTED_PARTS {
+                    // No spill target any more: back in memory.
+                    for r in std::mem::take(&mut self.spilled[c]) {
+                        self.p[c].extend_from_slice(&r);
+                    }
                 }
             }
             sort_f64(&mut self.p[c]);
@@ -209,7 +279,20 @@ pub(crate) struct ValueStore {
     /// Sort each class before handing the rows on as a partial state (`auc`: the final
     /// aggregation then reads the states in order where they lie).
     sort_on_emit: bool,
+    /// With a spill target (unweighted rows only): the reservation that holds `bytes`, in
+    /// the target's pool, and the target. [`Self::size`] then leaves `bytes` out.
+    budget: Option<(spill::SpillTarget, MemoryReservation)>,
+    /// Spill files written since the spilled runs were last merged into one file
+    /// ([`MAX_SPILL_FILES`]).
+    spill_files: usize,
+    /// Spill files written in all (the tests).
+    #[cfg(test)]
+    files_written: usize,
 }
+
+/// Spill files a store writes before it merges its groups' spilled runs into one file: each
+/// file holds an open descriptor and a mapping, and a group reads its runs in one pass.
+const MAX_SPILL_FILES: usize = 16;
 
 /// Smallest span of a merged state that a group keeps as a run instead of copying: smaller
 /// ones are copied (a run costs a buffer reference, and keeps the whole incoming buffer
@@ -231,7 +314,22 @@ impl ValueStore {
             groups: vec![],
             bytes: 0,
             sort_on_emit: false,
+            spill_files: 0,
+            #[cfg(test)]
+            files_written: 0,
+            budget: w_col.is_none().then(spill::target).flatten().map(|t| {
+                let r = spill::reservation(&t, func);
+                (t, r)
+            }),
         }
+    }
+
+    /// The same store, spilling to `target` (the tests: [`spill::spill_to`] is the process's).
+    #[cfg(test)]
+    fn spilling_to(mut self, target: spill::SpillTarget) -> Self {
+        let r = spill::reservation(&target, self.func);
+        self.budget = Some((target, r));
+        self
     }
 
     /// The same store, sorting its rows before handing them on (see [`Self::sort_on_emit`]).
@@ -314,7 +412,7 @@ impl ValueStore {
                 ok
             });
             if added == Some(true) {
-                return Ok(());
+                return self.fit_budget();
             }
         }
         let y = f64_labels(&values[self.y_col])?;
@@ -327,7 +425,103 @@ impl ValueStore {
             };
             self.push(groups[i], pi, yi, wi);
             Ok(())
-        })
+        })?;
+        self.fit_budget()
+    }
+
+    /// With a spill target: grows the reservation to the rows held, and when the pool
+    /// refuses, spills every group's rows and tries again (the pool's error if even that
+    /// does not fit). Shrinks it when the rows shrank.
+    fn fit_budget(&mut self) -> Result<()> {
+        let Some((_, reservation)) = &mut self.budget else {
+            return Ok(());
+        };
+        if self.bytes <= reservation.size() {
+            reservation.shrink(reservation.size() - self.bytes);
+            return Ok(());
+        }
+        if reservation.try_resize(self.bytes).is_ok() {
+            return Ok(());
+        }
+        self.spill()?;
+        let Some((_, reservation)) = &mut self.budget else {
+            return Ok(());
+        };
+        reservation.try_resize(self.bytes)
+    }
+
+    /// Writes every group's own rows and merged runs, each class sorted, to one spilled
+    /// file, and keeps them as a spilled run of the group (the memory freed).
+    fn spill(&mut self) -> Result<()> {
+        let Some((target, _)) = &self.budget else {
+            return Ok(());
+        };
+        let mut writer = spill::RunWriter::new(target, self.func)?;
+        let mut written = vec![];
+        for (g, rows) in self.groups.iter_mut().enumerate() {
+            for c in 0..2 {
+                if rows.p[c].is_empty() && rows.runs[c].is_empty() {
+                    continue;
+                }
+                // Runs that arrived sorted are merged where they lie; others are sorted
+                // with the own rows.
+                let (sorted, unsorted): (Vec<_>, Vec<_>) = std::mem::take(&mut rows.runs[c])
+                    .into_iter()
+                    .partition(|r| is_sorted_f64(r));
+                for r in &unsorted {
+                    rows.p[c].extend_from_slice(r);
+                }
+                sort_f64(&mut rows.p[c]);
+                let mut parts = vec![&rows.p[c][..]];
+                parts.extend(sorted.iter().map(|r| &r[..]));
+                writer.push_merged(&parts)?;
+                written.push((g, c));
+            }
+        }
+        let Some((all, at)) = writer.finish()? else {
+            return Ok(());
+        };
+        for ((g, c), (start, len)) in written.into_iter().zip(at) {
+            let rows = &mut self.groups[g];
+            rows.p[c] = vec![];
+            rows.spilled[c].push(all.slice(start, len));
+        }
+        self.bytes = self.groups.iter().map(Rows::bytes).sum();
+        self.spill_files += 1;
+        #[cfg(test)]
+        {
+            self.files_written += 1;
+        }
+        if self.spill_files >= MAX_SPILL_FILES {
+            self.merge_spilled()?;
+        }
+        Ok(())
+    }
+
+    /// Merges each group's spilled runs, class by class, into one run, all in one new file
+    /// (the old files go with their runs).
+    fn merge_spilled(&mut self) -> Result<()> {
+        let Some((target, _)) = &self.budget else {
+            return Ok(());
+        };
+        let mut writer = spill::RunWriter::new(target, self.func)?;
+        let mut written = vec![];
+        for (g, rows) in self.groups.iter().enumerate() {
+            for c in 0..2 {
+                if !rows.spilled[c].is_empty() {
+                    let parts: Vec<&[f64]> = rows.spilled[c].iter().map(|r| &r[..]).collect();
+                    writer.push_merged(&parts)?;
+                    written.push((g, c));
+                }
+            }
+        }
+        if let Some((all, at)) = writer.finish()? {
+            for ((g, c), (start, len)) in written.into_iter().zip(at) {
+                self.groups[g].spilled[c] = vec![all.slice(start, len)];
+            }
+        }
+        self.spill_files = 0;
+        Ok(())
     }
 
     /// Four list columns (negative scores, positive scores, their weights) for `range`.
@@ -357,8 +551,23 @@ impl ValueStore {
 
     /// [`ValueStore::state`], moving the rows out: one group's rows become the lists'
     /// buffers without a copy; several are concatenated, each group freed once copied.
+    /// Groups with spilled runs hand on one spilled run a class (all of `range` is then
+    /// written to one file, each class's rows merged in order).
     pub(crate) fn take_state(&mut self, range: Range<usize>) -> Vec<ArrayRef> {
         let mut groups: Vec<Rows> = self.groups[range].iter_mut().map(std::mem::take).collect();
+        if groups.iter().any(Rows::has_spilled) {
+            let mut bytes = 0;
+            for rows in &groups {
+                bytes += rows.bytes();
+            }
+            self.bytes = self.bytes.saturating_sub(bytes);
+            self.shrink_budget();
+            match self.spilled_state(&mut groups) {
+                Ok(columns) => return columns,
+                // The disk failed: handed on from memory.
+                Err(_) => groups.iter_mut().for_each(Rows::absorb_runs),
+            }
+        }
         for rows in groups.iter_mut() {
             self.bytes = self.bytes.saturating_sub(rows.bytes());
             rows.absorb_runs();
@@ -377,7 +586,56 @@ impl ValueStore {
                 columns[k].push(v);
             }
         }
-        columns.into_iter().map(f64_lists).collect()
+        let out = columns.into_iter().map(f64_lists).collect();
+        self.shrink_budget();
+        out
+    }
+
+    /// The four state columns of `groups` with each class's rows merged into one spilled
+    /// file (both classes in one file, negatives first); empty weight lists.
+    fn spilled_state(&self, groups: &mut [Rows]) -> Result<Vec<ArrayRef>> {
+        let target = match &self.budget {
+            Some((t, _)) => t.clone(),
+            None => match spill::target() {
+                Some(t) => t,
+                None => return internal_err!("{}: spilled rows without a target", self.func),
+            },
+        };
+        let mut writer = spill::RunWriter::new(&target, self.func)?;
+        for c in 0..2 {
+            for rows in groups.iter_mut() {
+                let (sorted, unsorted): (Vec<_>, Vec<_>) =
+                    rows.runs[c].iter().cloned().partition(|r| is_sorted_f64(r));
+                for r in &unsorted {
+                    rows.p[c].extend_from_slice(r);
+                }
+                sort_f64(&mut rows.p[c]);
+                let mut parts = vec![&rows.p[c][..]];
+                parts.extend(sorted.iter().map(|r| &r[..]));
+                parts.extend(rows.spilled[c].iter().map(|r| &r[..]));
+                writer.push_merged(&parts)?;
+            }
+        }
+        let n = groups.len();
+        let (all, at) = match writer.finish()? {
+            Some(written) => written,
+            None => (ScalarBuffer::from(Vec::<f64>::new()), vec![(0, 0); 2 * n]),
+        };
+        let column = |c: usize| -> ArrayRef {
+            let runs = &at[c * n..(c + 1) * n];
+            let offsets = OffsetBuffer::from_lengths(runs.iter().map(|r| r.1));
+            let start = runs.first().map_or(0, |r| r.0);
+            let len = runs.iter().map(|r| r.1).sum();
+            list_array(
+                offsets,
+                Arc::new(Float64Array::new(all.slice(start, len), None)),
+            )
+        };
+        let empty = || -> ArrayRef {
+            let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(0, n));
+            list_array(offsets, Arc::new(Float64Array::from(Vec::<f64>::new())))
+        };
+        Ok(vec![column(0), column(1), empty(), empty()])
     }
 
     /// Merges four list columns as produced by [`ValueStore::state`]. An unweighted span of
@@ -392,6 +650,7 @@ impl ValueStore {
                 .as_primitive::<Float64Type>()
                 .values()
         });
+        let mapped = buffers.map(spill::is_spilled);
         for (r, &g) in groups.iter().enumerate() {
             if states[0].is_null(r) {
                 continue;
@@ -410,6 +669,11 @@ impl ValueStore {
                     return internal_err!("{}: malformed value state", self.func);
                 }
                 let rows = &mut self.groups[g];
+                if !weighted && mapped[c] && !span.is_empty() {
+                    // A spilled run handed on (ascending): it stays on disk.
+                    rows.spilled[c].push(buffers[c].slice(span.start, span.len()));
+                    continue;
+                }
                 if !weighted && span.len() >= MIN_RUN {
                     rows.runs[c].push(buffers[c].slice(span.start, span.len()));
                     self.bytes += span.len() * size_of::<f64>();
@@ -428,7 +692,7 @@ impl ValueStore {
                 self.bytes += (after - before) * size_of::<f64>();
             }
         }
-        Ok(())
+        self.fit_budget()
     }
 
     pub(crate) fn drain(&mut self, n: usize) {
@@ -437,10 +701,21 @@ impl ValueStore {
             // a little more capacity than was counted.
             self.bytes = self.bytes.saturating_sub(rows.bytes());
         }
+        self.shrink_budget();
     }
 
+    /// Gives back what the reservation holds beyond the rows (after rows leave).
+    fn shrink_budget(&mut self) {
+        if let Some((_, reservation)) = &mut self.budget {
+            reservation.shrink(reservation.size().saturating_sub(self.bytes));
+        }
+    }
+
+    /// The bytes DataFusion is told of: the rows' unless a reservation of the store's own
+    /// holds them ([`Self::fit_budget`]), and the groups' vector.
     pub(crate) fn size(&self) -> usize {
-        self.bytes + self.groups.capacity() * size_of::<Rows>()
+        let rows = if self.budget.is_some() { 0 } else { self.bytes };
+        rows + self.groups.capacity() * size_of::<Rows>()
     }
 
     /// Runs `f` on group `g`'s rows, keeping the bytes reported to the pool in step with
@@ -451,5 +726,66 @@ impl ValueStore {
         let out = f(rows);
         self.bytes = (self.bytes + rows.bytes()).saturating_sub(before);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int32Array;
+
+    /// Three groups' rows through two partial stores and a final one, each spilling many
+    /// times under an 8 KiB pool (more than [`MAX_SPILL_FILES`] files, so their runs are
+    /// merged too), read back as each group's and class's scores: the same multiset as the
+    /// rows given (a plain sort of them is the reference), and nothing left reserved.
+    #[test]
+    fn spilled_rows_read_back_as_the_rows_given() {
+        let target = spill::SpillTarget::for_tests(8 << 10);
+        let rows = 120_000;
+        let p: Vec<f64> = (0..rows)
+            .map(|i| ((i as u64 * 2654435761) % 1_000_003) as f64 / 1_000_003.0)
+            .collect();
+        let y: Vec<i32> = (0..rows).map(|i| (i % 3 == 0) as i32).collect();
+        let g: Vec<usize> = (0..rows).map(|i| (i / 7) % 3).collect();
+        let mut want: [[Vec<f64>; 2]; 3] = Default::default();
+        for i in 0..rows {
+            want[g[i]][y[i] as usize].push(p[i]);
+        }
+        let store = || {
+            let mut s = ValueStore::new("auc", 0, 1, None).spilling_to(target.clone());
+            s.resize(3);
+            s
+        };
+        let mut fin = store();
+        for half in [0..rows / 2, rows / 2..rows] {
+            let mut part = store();
+            for batch in half.clone().step_by(1000) {
+                let end = (batch + 1000).min(half.end);
+                let values: Vec<ArrayRef> = vec![
+                    Arc::new(Float64Array::from(p[batch..end].to_vec())),
+                    Arc::new(Int32Array::from(y[batch..end].to_vec())),
+                ];
+                part.update(&values, &g[batch..end], None).unwrap();
+            }
+            assert!(part.groups.iter().any(Rows::has_spilled), "nothing spilled");
+            assert!(
+                part.files_written > MAX_SPILL_FILES,
+                "{} files",
+                part.files_written
+            );
+            let state = part.take_state(0..3);
+            fin.merge(&state, &[0, 1, 2]).unwrap();
+        }
+        for (gi, want) in want.iter_mut().enumerate() {
+            let [negs, poss] = fin.groups[gi].sorted_parts();
+            for (c, parts) in [negs, poss].into_iter().enumerate() {
+                let mut got: Vec<f64> = parts.concat();
+                got.sort_by(f64::total_cmp);
+                want[c].sort_by(f64::total_cmp);
+                assert_eq!(got, want[c], "group {gi}, class {c}");
+            }
+        }
+        fin.drain(3);
+        assert_eq!(target.reserved(), 0);
     }
 }

@@ -4,7 +4,7 @@
 /// The order-preserving bit pattern of an f64: unsigned comparison of the keys is
 /// `f64::total_cmp` of the values.
 #[inline]
-fn key(x: f64) -> u64 {
+pub(super) fn key(x: f64) -> u64 {
     let b = x.to_bits();
     if b >> 63 == 1 {
         !b
@@ -14,7 +14,7 @@ fn key(x: f64) -> u64 {
 }
 
 #[inline]
-fn unkey(k: u64) -> f64 {
+pub(super) fn unkey(k: u64) -> f64 {
     f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
 }
 

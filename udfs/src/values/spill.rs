@@ -1,0 +1,312 @@
+//! Kept rows spilled to disk under a memory limit: sorted runs of scores written to
+//! DataFusion's disk manager and read back through a memory map.
+//!
+//! A session with a memory limit installs its disk manager and memory pool here
+//! ([`spill_to`]; the `calibsql` binary and `calibsql.connect` do). From then on a
+//! [`super::ValueStore`] of unweighted rows holds its rows under a reservation of its own in
+//! that pool. When the pool refuses it more, it sorts each group's rows, writes them to one
+//! temporary file (DataFusion's: its directory, its disk-space limit), maps the file and keeps
+//! the group's slice of the mapping as a sorted run in place of the rows ([`Rows::spilled`]).
+//!
+//! A run is an Arrow buffer over the mapping ([`mapped_buffer`]), so it moves as any buffer
+//! does: a partial state hands its runs on without a copy, the final aggregation keeps them
+//! as runs, and the readers read them where they lie, as they read the sorted states they
+//! merge. The file is removed when the last buffer over it is dropped. A buffer over a
+//! mapping is recognised by its address ([`is_spilled`]) so that its bytes are not counted as
+//! memory: its pages are the kernel's page cache, which the kernel writes back and drops
+//! under pressure. A state that leaves the process (a Ballista shuffle, a `_state` value
+//! written to a file) is copied out as Arrow copies any buffer.
+//!
+//! [`Rows::spilled`]: super::Rows::spilled
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::panic::AssertUnwindSafe;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use arrow::buffer::{Buffer, ScalarBuffer};
+use datafusion_common::{resources_datafusion_err, DataFusionError, Result};
+use datafusion_execution::disk_manager::DiskManager;
+use datafusion_execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion_execution::SpillFile;
+
+use super::order::{key, unkey};
+
+/// Where kept rows spill to, and the pool whose limit makes them.
+#[derive(Debug, Clone)]
+pub(crate) struct SpillTarget {
+    disk: Arc<DiskManager>,
+    pool: Arc<dyn MemoryPool>,
+}
+
+/// The installed target, held weakly: the session's runtime owns its disk manager (whose
+/// temporary directory goes when it drops) and its pool.
+type Installed = (Weak<DiskManager>, Weak<dyn MemoryPool>);
+
+static TARGET: RwLock<Option<Installed>> = RwLock::new(None);
+
+/// Makes the aggregates that keep rows (`auc`, `'quantile'` bins, `ece_debiased`, …) created
+/// from now on in this process hold their rows under reservations of `pool` and spill sorted
+/// runs of them to `disk` when it refuses more, instead of failing with "Resources
+/// exhausted". Call it with a session's runtime (`runtime.disk_manager`,
+/// `runtime.memory_pool`) when the session has a memory limit; the last call wins, and
+/// holds them only while the runtime does. Weighted calls keep their rows in memory (and
+/// fail when they do not fit).
+pub fn spill_to(disk: &Arc<DiskManager>, pool: &Arc<dyn MemoryPool>) {
+    *TARGET.write().unwrap_or_else(|e| e.into_inner()) =
+        Some((Arc::downgrade(disk), Arc::downgrade(pool)));
+}
+
+/// Stops what [`spill_to`] started: stores created from now on keep their rows in memory.
+pub fn keep_rows_in_memory() {
+    *TARGET.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// The installed target, if any.
+pub(crate) fn target() -> Option<SpillTarget> {
+    let installed = TARGET.read().unwrap_or_else(|e| e.into_inner());
+    let (disk, pool) = installed.as_ref()?;
+    Some(SpillTarget {
+        disk: disk.upgrade()?,
+        pool: pool.upgrade()?,
+    })
+}
+
+#[cfg(test)]
+impl SpillTarget {
+    /// A target of its own: the default disk manager and a pool of `bytes`.
+    pub(crate) fn for_tests(bytes: usize) -> Self {
+        use datafusion_execution::memory_pool::GreedyMemoryPool;
+        SpillTarget {
+            disk: Arc::new(DiskManager::builder().build().unwrap()),
+            pool: Arc::new(GreedyMemoryPool::new(bytes)),
+        }
+    }
+
+    /// Bytes reserved in the pool.
+    pub(crate) fn reserved(&self) -> usize {
+        self.pool.reserved()
+    }
+}
+
+/// The address ranges (start → end) of the mappings alive in this process.
+static MAPPED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+
+/// True when `buffer`'s values lie in a spilled run's mapping (not on the heap).
+pub(crate) fn is_spilled(buffer: &ScalarBuffer<f64>) -> bool {
+    let at = buffer.as_ptr() as usize;
+    let mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+    mapped
+        .range(..=at)
+        .next_back()
+        .is_some_and(|(_, &end)| at < end)
+}
+
+/// A mapped file of runs: the mapping, then the file (removed when the last reference to it
+/// drops), in that order of dropping.
+struct Mapping {
+    map: memmap2::Mmap,
+    _file: Arc<dyn SpillFile>,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        MAPPED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(self.map.as_ptr() as usize));
+    }
+}
+
+/// A reservation of the target's pool for a store's rows. It is registered as one that
+/// cannot spill, though the store does: DataFusion's fair pool gives each spilling consumer
+/// an equal share of the pool, counting consumers that are done but not yet dropped (a
+/// partial aggregation's, while the final one runs), so a final aggregation would spill
+/// rows that fit. As it is, a store grows while the pool has room and spills when it has
+/// none, as the stores did before they could spill.
+pub(crate) fn reservation(target: &SpillTarget, func: &str) -> MemoryReservation {
+    MemoryConsumer::new(format!("{func} kept rows")).register(&target.pool)
+}
+
+/// A mapped file of runs: the buffer of all of them, and each run's (start, length) in it.
+pub(crate) type Written = (ScalarBuffer<f64>, Vec<(usize, usize)>);
+
+/// Writes sorted runs, one after the other, to one temporary file; [`RunWriter::finish`]
+/// maps the file and gives each run its slice.
+pub(crate) struct RunWriter {
+    file: Arc<dyn SpillFile>,
+    out: BufWriter<Box<dyn datafusion_execution::SpillWriter>>,
+    /// Each run's start and length, in values.
+    runs: Vec<(usize, usize)>,
+    written: usize,
+    func: &'static str,
+}
+
+impl RunWriter {
+    pub(crate) fn new(target: &SpillTarget, func: &'static str) -> Result<Self> {
+        let file = target
+            .disk
+            .create_tmp_file(&format!("{func} spilling kept rows"))?;
+        if file.path().is_none() {
+            return Err(resources_datafusion_err!(
+                "{func}: the disk manager's temporary files are not local files, which kept \
+                 rows need to spill"
+            ));
+        }
+        let out = BufWriter::with_capacity(1 << 17, file.open_writer()?);
+        Ok(Self {
+            file,
+            out,
+            runs: vec![],
+            written: 0,
+            func,
+        })
+    }
+
+    /// Appends one run: the ascending merge of `parts`, each ascending in `total_cmp` order.
+    pub(crate) fn push_merged(&mut self, parts: &[&[f64]]) -> Result<()> {
+        let start = self.written;
+        let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
+        let out = &mut self.out;
+        let mut emit = |x: f64, chunk: &mut Vec<u8>| -> std::io::Result<()> {
+            chunk.extend_from_slice(&x.to_ne_bytes());
+            if chunk.len() >= 1 << 16 {
+                out.write_all(chunk)?;
+                chunk.clear();
+            }
+            Ok(())
+        };
+        let parts: Vec<&[f64]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+        let io = |e: std::io::Error| {
+            DataFusionError::ResourcesExhausted(format!("{}: spilling kept rows: {e}", self.func))
+        };
+        match parts[..] {
+            [] => {}
+            [one] => {
+                for &x in one {
+                    emit(x, &mut chunk).map_err(io)?;
+                }
+            }
+            _ => {
+                // A k-way merge by the order-preserving keys: the smallest head each time.
+                let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
+                    parts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| std::cmp::Reverse((key(p[0]), i)))
+                        .collect();
+                let mut at = vec![1usize; parts.len()];
+                while let Some(std::cmp::Reverse((k, i))) = heads.pop() {
+                    emit(unkey(k), &mut chunk).map_err(io)?;
+                    // The same source while it stays the smallest: no heap work a row.
+                    let next_best = heads.peek().map_or(u64::MAX, |r| r.0 .0);
+                    let part = parts[i];
+                    while at[i] < part.len() && key(part[at[i]]) <= next_best {
+                        emit(part[at[i]], &mut chunk).map_err(io)?;
+                        at[i] += 1;
+                    }
+                    if at[i] < part.len() {
+                        heads.push(std::cmp::Reverse((key(part[at[i]]), i)));
+                        at[i] += 1;
+                    }
+                }
+            }
+        }
+        self.out.write_all(&chunk).map_err(io)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.written += len;
+        self.runs.push((start, len));
+        Ok(())
+    }
+
+    /// Maps the file: the buffer of all runs, and each run's (start, length) in it, in the
+    /// order pushed (None: nothing was written).
+    #[allow(unsafe_code)]
+    pub(crate) fn finish(self) -> Result<Option<Written>> {
+        let func = self.func;
+        let io = |e: std::io::Error| {
+            DataFusionError::ResourcesExhausted(format!("{func}: spilling kept rows: {e}"))
+        };
+        let mut writer = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        writer.flush().map_err(io)?;
+        writer.finish()?;
+        drop(writer);
+        if self.written == 0 {
+            return Ok(None);
+        }
+        let path = self.file.path().expect("checked local when created");
+        let file = std::fs::File::open(path).map_err(io)?;
+        // SAFETY: the file is this process's own temporary file, written above and never
+        // written again; it stays in place while the mapping lives (the mapping holds it).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        // Read in order, mostly: read ahead, and let the pages go early. (Advice only.)
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let bytes = self.written * size_of::<f64>();
+        if map.len() != bytes {
+            return Err(DataFusionError::Internal(format!(
+                "{func}: a spill file holds {} bytes, {bytes} were written",
+                map.len()
+            )));
+        }
+        let start = map.as_ptr() as usize;
+        MAPPED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(start, start + bytes);
+        let ptr = NonNull::new(map.as_ptr() as *mut u8).expect("a mapping is not null");
+        let owner = Arc::new(AssertUnwindSafe(Mapping {
+            map,
+            _file: self.file,
+        }));
+        // SAFETY: the mapping is `bytes` long, page-aligned (so aligned for f64), read-only
+        // and alive as long as the buffer holds `owner`.
+        let buffer = unsafe { Buffer::from_custom_allocation(ptr, bytes, owner) };
+        Ok(Some((
+            ScalarBuffer::<f64>::new(buffer, 0, self.written),
+            self.runs,
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs written and mapped read back as the sorted merge of their parts (a plain sort
+    /// of the concatenation is the independent reference), and the file is gone when the
+    /// last buffer over it drops.
+    #[test]
+    fn runs_read_back_as_the_merge_of_their_parts() {
+        let t = SpillTarget::for_tests(1 << 20);
+        let mut w = RunWriter::new(&t, "auc").unwrap();
+        let a: Vec<f64> = (0..50_000)
+            .map(|i| ((i * 7919) % 50_000) as f64 / 5e4)
+            .collect();
+        let mut parts: Vec<Vec<f64>> = a.chunks(9_000).map(|c| c.to_vec()).collect();
+        parts.iter_mut().for_each(|p| super::super::sort_f64(p));
+        parts.push(vec![-0.0, 0.0, 0.0, 1.0]);
+        let refs: Vec<&[f64]> = parts.iter().map(|p| &p[..]).collect();
+        w.push_merged(&refs).unwrap();
+        w.push_merged(&[&[0.5, 0.75], &[]]).unwrap();
+        w.push_merged(&[]).unwrap();
+        let path = w.file.path().unwrap().to_path_buf();
+        let (all, at) = w.finish().unwrap().unwrap();
+        let runs: Vec<ScalarBuffer<f64>> = at.iter().map(|&(s, n)| all.slice(s, n)).collect();
+        drop(all);
+        let mut want: Vec<f64> = parts.concat();
+        want.sort_by(f64::total_cmp);
+        assert_eq!(runs.len(), 3);
+        assert!(runs[0]
+            .iter()
+            .zip(&want)
+            .all(|(x, y)| x.to_bits() == y.to_bits()));
+        assert_eq!(runs[0].len(), want.len());
+        assert_eq!(&runs[1][..], &[0.5, 0.75]);
+        assert!(runs[2].is_empty());
+        assert!(is_spilled(&runs[1]) && !is_spilled(&ScalarBuffer::from(vec![1.0])));
+        assert!(path.exists());
+        drop(runs);
+        assert!(!path.exists(), "the spill file outlived its buffers");
+    }
+}
