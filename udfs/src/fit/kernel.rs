@@ -17,6 +17,7 @@ use crate::kernel::Filter;
 use crate::kernel::Kernel;
 use crate::labels::{all_labels, f64_labels, with_labels, Label};
 use crate::model::Model;
+use crate::values::spill::Held;
 
 use super::calibrator::Settings;
 use super::grid::{finite_range, ips_target, Entry};
@@ -33,6 +34,9 @@ pub(crate) struct FitKernel {
     pub(super) clip: f64,
     pub(crate) groups: Vec<FitState>,
     pub(crate) bytes: usize,
+    /// The reservation that holds `bytes` under a memory limit ([`Held`]; `size` then
+    /// leaves them out).
+    pub(super) held: Held,
 }
 
 /// A batch at least this long on the whole-batch path reserves the exact mode's full
@@ -148,6 +152,7 @@ impl FitKernel {
             clip: 0.0,
             groups: vec![],
             bytes: 0,
+            held: Held::new(method.function_name()),
         }
     }
 
@@ -259,35 +264,13 @@ impl FitKernel {
             *st = fresh;
             self.bytes += st.len_bytes();
         }
+        // Shrinking cannot fail.
+        let _ = self.held.follow(self.bytes);
     }
 }
 
-impl Kernel for FitKernel {
-    fn empty(&self) -> Result<Self> {
-        Ok(Self {
-            method: self.method,
-            cap: self.cap,
-            settings: self.settings,
-            prop_col: self.prop_col,
-            clip: self.clip,
-            groups: vec![],
-            bytes: 0,
-        })
-    }
-
-    fn resize(&mut self, n: usize) {
-        if self.groups.len() < n {
-            let (cap, bits, keeps_rows) = (self.cap, self.method.grid_bits(), self.keeps_rows());
-            self.groups
-                .resize_with(n, || FitState::new(cap, bits, keeps_rows));
-        }
-    }
-
-    fn num_groups(&self) -> usize {
-        self.groups.len()
-    }
-
-    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
+impl FitKernel {
+    fn update_rows(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let func = self.func();
         let s = f64s(&values[0]).values();
         let q = self.prop_col.map(|pc| &f64s(&values[pc]).values()[..]);
@@ -345,7 +328,7 @@ impl Kernel for FitKernel {
         }
     }
 
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+    fn merge_states(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         // 14 fields, or 12 in a state stored before the rows were kept.
         if states.len() != 12 && states.len() != 14 {
             return internal_err!("{}: malformed partial state", self.func());
@@ -454,7 +437,43 @@ impl Kernel for FitKernel {
         }
         Ok(())
     }
+}
 
+impl Kernel for FitKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            method: self.method,
+            cap: self.cap,
+            settings: self.settings,
+            prop_col: self.prop_col,
+            clip: self.clip,
+            groups: vec![],
+            bytes: 0,
+            held: Held::new(self.func()),
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if self.groups.len() < n {
+            let (cap, bits, keeps_rows) = (self.cap, self.method.grid_bits(), self.keeps_rows());
+            self.groups
+                .resize_with(n, || FitState::new(cap, bits, keeps_rows));
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
+        self.update_rows(values, groups, filter)?;
+        self.held.follow(self.bytes)
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.merge_states(states, groups)?;
+        self.held.follow(self.bytes)
+    }
     /// The partial state: per group its mode, rows and range; the points' (lo, n, t) lists;
     /// for grid groups only, the cell keys and moments (exact groups leave those lists
     /// empty: 24 bytes a point instead of 64); and each class's kept rows, ascending (8 bytes
@@ -494,6 +513,8 @@ impl Kernel for FitKernel {
             }
         }
         let class_rows = rows.map(f64_lists);
+        // The rows handed on leave this state's reservation (shrinking cannot fail).
+        let _ = self.held.follow(self.bytes);
         let sts: Vec<Cow<'_, FitState>> = self.groups[range].iter().map(Cow::Borrowed).collect();
         Ok(Self::state_of(&sts, class_rows))
     }
@@ -511,10 +532,12 @@ impl Kernel for FitKernel {
         for st in self.groups.drain(..n) {
             self.bytes -= st.len_bytes();
         }
+        let _ = self.held.follow(self.bytes);
     }
 
     fn size(&self) -> usize {
-        self.bytes + self.groups.capacity() * size_of::<FitState>()
+        let rows = if self.held.holds() { 0 } else { self.bytes };
+        rows + self.groups.capacity() * size_of::<FitState>()
     }
 
     fn native_labels(&self) -> bool {

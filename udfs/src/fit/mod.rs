@@ -359,6 +359,7 @@ impl Fit {
             clip,
             groups: vec![],
             bytes: 0,
+            held: crate::values::spill::Held::new(self.method.function_name()),
         })
     }
 }

@@ -30,7 +30,6 @@ use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::FieldRef;
 use arrow::datatypes::Float64Type;
 use datafusion_common::{internal_err, Result};
-use datafusion_execution::memory_pool::MemoryReservation;
 
 use crate::common::{
     all_probabilities, check_p, check_w, check_y, f64_list_state_fields, f64_lists, f64s,
@@ -279,9 +278,11 @@ pub(crate) struct ValueStore {
     /// Sort each class before handing the rows on as a partial state (`auc`: the final
     /// aggregation then reads the states in order where they lie).
     sort_on_emit: bool,
-    /// With a spill target (unweighted rows only): the reservation that holds `bytes`, in
-    /// the target's pool, and the target. [`Self::size`] then leaves `bytes` out.
-    budget: Option<(spill::SpillTarget, MemoryReservation)>,
+    /// The reservation that holds `bytes` when a spill target is installed
+    /// ([`spill::Held`]; [`Self::size`] then leaves `bytes` out).
+    held: spill::Held,
+    /// Where unweighted rows spill to, when a target is installed.
+    spill_to: Option<spill::SpillTarget>,
     /// Spill files written since the spilled runs were last merged into one file
     /// ([`MAX_SPILL_FILES`]).
     spill_files: usize,
@@ -317,18 +318,16 @@ impl ValueStore {
             spill_files: 0,
             #[cfg(test)]
             files_written: 0,
-            budget: w_col.is_none().then(spill::target).flatten().map(|t| {
-                let r = spill::reservation(&t, func);
-                (t, r)
-            }),
+            held: spill::Held::new(func),
+            spill_to: w_col.is_none().then(spill::target).flatten(),
         }
     }
 
     /// The same store, spilling to `target` (the tests: [`spill::spill_to`] is the process's).
     #[cfg(test)]
     fn spilling_to(mut self, target: spill::SpillTarget) -> Self {
-        let r = spill::reservation(&target, self.func);
-        self.budget = Some((target, r));
+        self.held = target.held(self.func);
+        self.spill_to = Some(target);
         self
     }
 
@@ -429,31 +428,23 @@ impl ValueStore {
         self.fit_budget()
     }
 
-    /// With a spill target: grows the reservation to the rows held, and when the pool
-    /// refuses, spills every group's rows and tries again (the pool's error if even that
-    /// does not fit). Shrinks it when the rows shrank.
+    /// Grows or shrinks the reservation to the rows held; when the pool refuses and the rows
+    /// can spill, spills every group's rows and tries again (the pool's error if even that
+    /// does not fit).
     fn fit_budget(&mut self) -> Result<()> {
-        let Some((_, reservation)) = &mut self.budget else {
-            return Ok(());
-        };
-        if self.bytes <= reservation.size() {
-            reservation.shrink(reservation.size() - self.bytes);
-            return Ok(());
+        match self.held.follow(self.bytes) {
+            Err(_) if self.spill_to.is_some() => {
+                self.spill()?;
+                self.held.follow(self.bytes)
+            }
+            other => other,
         }
-        if reservation.try_resize(self.bytes).is_ok() {
-            return Ok(());
-        }
-        self.spill()?;
-        let Some((_, reservation)) = &mut self.budget else {
-            return Ok(());
-        };
-        reservation.try_resize(self.bytes)
     }
 
     /// Writes every group's own rows and merged runs, each class sorted, to one spilled
     /// file, and keeps them as a spilled run of the group (the memory freed).
     fn spill(&mut self) -> Result<()> {
-        let Some((target, _)) = &self.budget else {
+        let Some(target) = &self.spill_to else {
             return Ok(());
         };
         let mut writer = spill::RunWriter::new(target, self.func)?;
@@ -501,7 +492,7 @@ impl ValueStore {
     /// Merges each group's spilled runs, class by class, into one run, all in one new file
     /// (the old files go with their runs).
     fn merge_spilled(&mut self) -> Result<()> {
-        let Some((target, _)) = &self.budget else {
+        let Some(target) = &self.spill_to else {
             return Ok(());
         };
         let mut writer = spill::RunWriter::new(target, self.func)?;
@@ -594,8 +585,8 @@ impl ValueStore {
     /// The four state columns of `groups` with each class's rows merged into one spilled
     /// file (both classes in one file, negatives first); empty weight lists.
     fn spilled_state(&self, groups: &mut [Rows]) -> Result<Vec<ArrayRef>> {
-        let target = match &self.budget {
-            Some((t, _)) => t.clone(),
+        let target = match &self.spill_to {
+            Some(t) => t.clone(),
             None => match spill::target() {
                 Some(t) => t,
                 None => return internal_err!("{}: spilled rows without a target", self.func),
@@ -706,15 +697,14 @@ impl ValueStore {
 
     /// Gives back what the reservation holds beyond the rows (after rows leave).
     fn shrink_budget(&mut self) {
-        if let Some((_, reservation)) = &mut self.budget {
-            reservation.shrink(reservation.size().saturating_sub(self.bytes));
-        }
+        // Shrinking cannot fail.
+        let _ = self.held.follow(self.bytes);
     }
 
     /// The bytes DataFusion is told of: the rows' unless a reservation of the store's own
     /// holds them ([`Self::fit_budget`]), and the groups' vector.
     pub(crate) fn size(&self) -> usize {
-        let rows = if self.budget.is_some() { 0 } else { self.bytes };
+        let rows = if self.held.holds() { 0 } else { self.bytes };
         rows + self.groups.capacity() * size_of::<Rows>()
     }
 

@@ -88,6 +88,11 @@ impl SpillTarget {
     pub(crate) fn reserved(&self) -> usize {
         self.pool.reserved()
     }
+
+    /// A [`Held`] in this target's pool.
+    pub(crate) fn held(&self, func: &str) -> Held {
+        Held(Some(self.reservation(func)))
+    }
 }
 
 /// The address ranges (start → end) of the mappings alive in this process.
@@ -119,14 +124,51 @@ impl Drop for Mapping {
     }
 }
 
-/// A reservation of the target's pool for a store's rows. It is registered as one that
-/// cannot spill, though the store does: DataFusion's fair pool gives each spilling consumer
-/// an equal share of the pool, counting consumers that are done but not yet dropped (a
-/// partial aggregation's, while the final one runs), so a final aggregation would spill
-/// rows that fit. As it is, a store grows while the pool has room and spills when it has
-/// none, as the stores did before they could spill.
-pub(crate) fn reservation(target: &SpillTarget, func: &str) -> MemoryReservation {
-    MemoryConsumer::new(format!("{func} kept rows")).register(&target.pool)
+/// A state's bytes held under a reservation of its own in the installed pool (none without
+/// one: the state's `size` then reports its bytes to DataFusion as usual).
+///
+/// DataFusion's aggregation without `GROUP BY` only grows its reservation, from the sizes
+/// its accumulators report, and frees it when its stream is dropped: a partial state handed
+/// on would count twice, in the partial's reservation and in the final aggregation that
+/// merges it, until the partial's stream goes (a race that failed `fit_field_calib` under
+/// `--memory-limit 256M` now and then). A reservation of the state's own follows its bytes
+/// down when the rows are handed on, and lets a store spill when the pool refuses it more.
+///
+/// It is registered as one that cannot spill, though the store does: DataFusion's fair pool
+/// gives each spilling consumer an equal share of the pool, counting consumers that are done
+/// but not yet dropped, so a final aggregation would spill rows that fit. As it is, a state
+/// grows while the pool has room.
+#[derive(Debug, Default)]
+pub(crate) struct Held(Option<MemoryReservation>);
+
+impl Held {
+    /// A reservation named for `func` in the installed target's pool, if there is one.
+    pub(crate) fn new(func: &str) -> Self {
+        Held(target().map(|t| t.reservation(func)))
+    }
+
+    /// Whether the bytes are held here (and not to be reported by `size`).
+    pub(crate) fn holds(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Grows or shrinks the reservation to `bytes`; the pool's error when it refuses.
+    pub(crate) fn follow(&mut self, bytes: usize) -> Result<()> {
+        match &mut self.0 {
+            None => Ok(()),
+            Some(r) if bytes <= r.size() => {
+                r.shrink(r.size() - bytes);
+                Ok(())
+            }
+            Some(r) => r.try_resize(bytes),
+        }
+    }
+}
+
+impl SpillTarget {
+    fn reservation(&self, func: &str) -> MemoryReservation {
+        MemoryConsumer::new(format!("{func} state")).register(&self.pool)
+    }
 }
 
 /// A mapped file of runs: the buffer of all of them, and each run's (start, length) in it.
