@@ -180,29 +180,38 @@ impl Rows {
         }
     }
 
-    /// Class `c`'s own rows and runs sorted and merged with its spilled runs into one
-    /// spilled run (the own rows' memory freed); false, with nothing changed, when there is
-    /// no spill target or the write fails.
+    /// Makes every part of class `c` ascending, for a spill to merge: the merged runs that
+    /// did not arrive sorted are copied into the own rows, which are sorted. The class holds
+    /// the same rows.
+    fn sort_parts(&mut self, c: usize) {
+        let (sorted, unsorted): (Vec<_>, Vec<_>) = std::mem::take(&mut self.runs[c])
+            .into_iter()
+            .partition(|r| is_sorted_f64(r));
+        self.runs[c] = sorted;
+        self.p[c].reserve_exact(unsorted.iter().map(|r| r.len()).sum());
+        for r in &unsorted {
+            self.p[c].extend_from_slice(r);
+        }
+        sort_f64(&mut self.p[c]);
+    }
+
+    /// Class `c`'s own rows and runs merged with its spilled runs into one spilled run (the
+    /// own rows' memory freed); false when there is no spill target or the write fails (the
+    /// class then holds the same rows).
     fn spill_class(&mut self, c: usize, func: &'static str) -> bool {
         let Some(target) = spill::target() else {
             return false;
         };
-        let runs = std::mem::take(&mut self.runs[c]);
-        self.p[c].reserve_exact(runs.iter().map(|r| r.len()).sum());
-        for r in &runs {
-            self.p[c].extend_from_slice(r);
-        }
-        sort_f64(&mut self.p[c]);
+        self.sort_parts(c);
         let written = (|| {
             let mut w = spill::RunWriter::new(&target, func)?;
-            let mut parts = vec![&self.p[c][..]];
-            parts.extend(self.spilled[c].iter().map(|r| &r[..]));
-            w.push_merged(&parts)?;
+            w.push_merged(&self.parts(c))?;
             w.finish()
         })();
         match written {
             Ok(Some((all, _))) => {
                 self.spilled[c] = vec![all];
+                self.runs[c] = vec![];
                 self.p[c] = vec![];
                 true
             }
@@ -456,15 +465,9 @@ impl ValueStore {
                 }
                 // Runs that arrived sorted are merged where they lie; others are sorted
                 // with the own rows.
-                let (sorted, unsorted): (Vec<_>, Vec<_>) = std::mem::take(&mut rows.runs[c])
-                    .into_iter()
-                    .partition(|r| is_sorted_f64(r));
-                for r in &unsorted {
-                    rows.p[c].extend_from_slice(r);
-                }
-                sort_f64(&mut rows.p[c]);
+                rows.sort_parts(c);
                 let mut parts = vec![&rows.p[c][..]];
-                parts.extend(sorted.iter().map(|r| &r[..]));
+                parts.extend(rows.runs[c].iter().map(|r| &r[..]));
                 writer.push_merged(&parts)?;
                 written.push((g, c));
             }
@@ -475,6 +478,7 @@ impl ValueStore {
         for ((g, c), (start, len)) in written.into_iter().zip(at) {
             let rows = &mut self.groups[g];
             rows.p[c] = vec![];
+            rows.runs[c] = vec![];
             rows.spilled[c].push(all.slice(start, len));
         }
         self.bytes = self.groups.iter().map(Rows::bytes).sum();
@@ -595,16 +599,8 @@ impl ValueStore {
         let mut writer = spill::RunWriter::new(&target, self.func)?;
         for c in 0..2 {
             for rows in groups.iter_mut() {
-                let (sorted, unsorted): (Vec<_>, Vec<_>) =
-                    rows.runs[c].iter().cloned().partition(|r| is_sorted_f64(r));
-                for r in &unsorted {
-                    rows.p[c].extend_from_slice(r);
-                }
-                sort_f64(&mut rows.p[c]);
-                let mut parts = vec![&rows.p[c][..]];
-                parts.extend(sorted.iter().map(|r| &r[..]));
-                parts.extend(rows.spilled[c].iter().map(|r| &r[..]));
-                writer.push_merged(&parts)?;
+                rows.sort_parts(c);
+                writer.push_merged(&rows.parts(c))?;
             }
         }
         let n = groups.len();
@@ -777,5 +773,53 @@ mod tests {
         }
         fin.drain(3);
         assert_eq!(target.reserved(), 0);
+    }
+
+    /// A spilled store whose disk fails when it hands its rows on hands them on from memory,
+    /// each row once (the rows given, sorted, are the reference); a store that must spill
+    /// to a disabled disk fails with the disk manager's error instead of losing rows.
+    #[test]
+    fn a_failing_disk_loses_no_row() {
+        let p: Vec<f64> = (0..20_000)
+            .map(|i| ((i * 7919) % 20_000) as f64 / 2e4)
+            .collect();
+        let y: Vec<i32> = (0..20_000).map(|i| i % 2).collect();
+        let values: Vec<ArrayRef> = vec![
+            Arc::new(Float64Array::from(p.clone())),
+            Arc::new(Int32Array::from(y.clone())),
+        ];
+        let mut store =
+            ValueStore::new("auc", 0, 1, None).spilling_to(spill::SpillTarget::for_tests(16 << 10));
+        store.resize(1);
+        store.update(&values, &[0; 20_000], None).unwrap();
+        assert!(store.groups[0].has_spilled());
+        // More rows, not spilled, then the disk goes.
+        store.spill_to = Some(spill::SpillTarget::without_disk(1 << 30));
+        store.held = store.spill_to.as_ref().unwrap().held("auc");
+        let more: Vec<ArrayRef> = vec![
+            Arc::new(Float64Array::from(vec![0.25, 0.75])),
+            Arc::new(Int32Array::from(vec![0, 1])),
+        ];
+        store.update(&more, &[0, 0], None).unwrap();
+        let state = store.take_state(0..1);
+        for c in 0..2 {
+            let (_, got) = list_parts(&state[c]);
+            let mut got = got.to_vec();
+            got.sort_by(f64::total_cmp);
+            let mut want: Vec<f64> = p
+                .iter()
+                .zip(&y)
+                .filter(|(_, &yi)| yi as usize == c)
+                .map(|(&pi, _)| pi)
+                .chain([[0.25, 0.75][c]])
+                .collect();
+            want.sort_by(f64::total_cmp);
+            assert_eq!(got, want, "class {c}");
+        }
+        let mut full = ValueStore::new("auc", 0, 1, None)
+            .spilling_to(spill::SpillTarget::without_disk(16 << 10));
+        full.resize(1);
+        let err = full.update(&values, &[0; 20_000], None).unwrap_err();
+        assert!(err.to_string().contains("DiskManager is disabled"), "{err}");
     }
 }

@@ -84,6 +84,21 @@ impl SpillTarget {
         }
     }
 
+    /// A target whose disk manager is disabled: every spill fails.
+    pub(crate) fn without_disk(bytes: usize) -> Self {
+        use datafusion_execution::disk_manager::DiskManagerMode;
+        use datafusion_execution::memory_pool::GreedyMemoryPool;
+        SpillTarget {
+            disk: Arc::new(
+                DiskManager::builder()
+                    .with_mode(DiskManagerMode::Disabled)
+                    .build()
+                    .unwrap(),
+            ),
+            pool: Arc::new(GreedyMemoryPool::new(bytes)),
+        }
+    }
+
     /// Bytes reserved in the pool.
     pub(crate) fn reserved(&self) -> usize {
         self.pool.reserved()
