@@ -657,8 +657,15 @@ impl ValueStore {
                 }
                 let rows = &mut self.groups[g];
                 if !weighted && mapped[c] && !span.is_empty() {
-                    // A spilled run handed on (ascending): it stays on disk.
-                    rows.spilled[c].push(buffers[c].slice(span.start, span.len()));
+                    // A spilled run handed on: it stays on disk. Only a spill writes a mapped
+                    // buffer, and a spill writes ascending runs (`RunWriter::push_merged`).
+                    let run = buffers[c].slice(span.start, span.len());
+                    debug_assert!(
+                        is_sorted_f64(&run),
+                        "{}: a spilled run out of order",
+                        self.func
+                    );
+                    rows.spilled[c].push(run);
                     continue;
                 }
                 if !weighted && span.len() >= MIN_RUN {
