@@ -6,26 +6,46 @@ use crate::metrics::binning::{quantile_levels, unweighted_quantile_edges};
 
 /// Mean of the t-weighted log loss of fitted probabilities `p` at the points
 /// (clipped to machine epsilon, as `logloss` / `ips_logloss`); `p` is called for each
-/// point in order.
+/// point in order. Points that are single rows of class 0 or 1 (most points of distinct
+/// scores) are summed a block at a time by running products
+/// ([`crate::fastmath::log_loss_sums_unweighted`]: no logarithm a row); the rest one at a
+/// time.
 pub(crate) fn points_loss(points: &[(f64, f64, f64)], mut p: impl FnMut(usize) -> f64) -> f64 {
+    /// Single rows summed together.
+    const BLOCK: usize = 4096;
     let eps = crate::loss::DEFAULT_EPS;
     let (mut num, mut den) = (0.0, 0.0);
+    let (mut ps, mut ts) = (Vec::with_capacity(BLOCK), Vec::with_capacity(BLOCK));
+    let add_rows = |ps: &mut Vec<f64>, ts: &mut Vec<f64>, num: &mut f64| {
+        match crate::fastmath::log_loss_sums_unweighted(ps, ts, eps) {
+            Some([loss, _]) => *num += loss,
+            // A fitted value outside [0, 1]: the general line below, row by row.
+            None => {
+                for (&pi, &t) in ps.iter().zip(ts.iter()) {
+                    let pi = pi.clamp(eps, 1.0 - eps);
+                    *num += -t * ln_normal(pi) - (1.0 - t) * ln_1m(pi);
+                }
+            }
+        }
+        ps.clear();
+        ts.clear();
+    };
     for (i, &(_, n, t)) in points.iter().enumerate() {
-        let pi = p(i).clamp(eps, 1.0 - eps);
+        let pi = p(i);
         if n == 1.0 && (t == 0.0 || t == 1.0) {
-            // A single row (most points of distinct scores): the one logarithm its class
-            // weighs, chosen without a branch on the class: ln(p), or ln(1 − p) as
-            // `ln_1m` computes it (the rounded 1 − p and its rounding error), the same
-            // values as the general line below.
-            let u = if t == 1.0 { pi } else { 1.0 - pi };
-            let c = if t == 1.0 { 0.0 } else { (1.0 - u) - pi };
-            num -= ln_normal(u) + c / u;
+            ps.push(pi);
+            ts.push(t);
+            if ps.len() == BLOCK {
+                add_rows(&mut ps, &mut ts, &mut num);
+            }
         } else {
             // pi ≥ eps is a positive normal number.
+            let pi = pi.clamp(eps, 1.0 - eps);
             num += -t * ln_normal(pi) - (n - t) * ln_1m(pi);
         }
         den += n;
     }
+    add_rows(&mut ps, &mut ts, &mut num);
     num / den
 }
 
