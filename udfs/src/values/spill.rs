@@ -8,7 +8,7 @@
 //! temporary file (DataFusion's: its directory, its disk-space limit), maps the file and keeps
 //! the group's slice of the mapping as a sorted run in place of the rows ([`Rows::spilled`]).
 //!
-//! A run is an Arrow buffer over the mapping ([`mapped_buffer`]), so it moves as any buffer
+//! A run is an Arrow buffer over the mapping ([`RunWriter::finish`]), so it moves as any buffer
 //! does: a partial state hands its runs on without a copy, the final aggregation keeps them
 //! as runs, and the readers read them where they lie, as they read the sorted states they
 //! merge. The file is removed when the last buffer over it is dropped. A buffer over a
@@ -16,6 +16,9 @@
 //! memory: its pages are the kernel's page cache, which the kernel writes back and drops
 //! under pressure. A state that leaves the process (a Ballista shuffle, a `_state` value
 //! written to a file) is copied out as Arrow copies any buffer.
+//!
+//! The fits' states hold their bytes under such a reservation too ([`Held`]), without
+//! spilling: it is given back as soon as a partial state is handed on.
 //!
 //! [`Rows::spilled`]: super::Rows::spilled
 
