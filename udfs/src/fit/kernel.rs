@@ -551,6 +551,49 @@ mod tests {
     use crate::fit::NONPARAMETRIC_EXACT_CAP;
     use arrow::array::Int8Array;
 
+    /// A fit's state holds its bytes under its own reservation (its `size` then leaves them
+    /// out), is refused more than the pool has, and gives them back when it hands its rows on:
+    /// a final aggregation can then take them while the partial's stream is still alive.
+    #[test]
+    fn a_state_gives_its_reservation_back_when_handed_on() {
+        let settings = Settings {
+            count: 0,
+            quantile: false,
+            ips: false,
+            lambda: 0.0,
+        };
+        let target = crate::values::spill::SpillTarget::for_tests(1 << 20);
+        let mut kernel = FitKernel::for_field(Method::Isotonic, NONPARAMETRIC_EXACT_CAP, settings);
+        kernel.held = target.held("fit_isotonic");
+        kernel.resize(1);
+        let rows = 20_000;
+        let s: ArrayRef = Arc::new(Float64Array::from(
+            (0..rows)
+                .map(|i| i as f64 / rows as f64)
+                .collect::<Vec<_>>(),
+        ));
+        let y: ArrayRef = Arc::new(Int8Array::from(
+            (0..rows).map(|i| (i % 2) as i8).collect::<Vec<_>>(),
+        ));
+        kernel.update(&[s, y], &vec![0; rows], None).unwrap();
+        assert!(
+            target.reserved() >= rows * size_of::<f64>(),
+            "{}",
+            target.reserved()
+        );
+        assert!(kernel.size() < 1024, "{}", kernel.size());
+        kernel.take_state(0..1).unwrap();
+        assert!(target.reserved() < 1024, "{}", target.reserved());
+        // More than the pool: refused by the pool, by name.
+        let big = 200_000;
+        let s: ArrayRef = Arc::new(Float64Array::from(
+            (0..big).map(|i| i as f64 / big as f64).collect::<Vec<_>>(),
+        ));
+        let y: ArrayRef = Arc::new(Int8Array::from(vec![1i8; big]));
+        let err = kernel.update(&[s, y], &vec![0; big], None).unwrap_err();
+        assert!(err.to_string().contains("fit_isotonic state"), "{err}");
+    }
+
     /// A partial state whose exact points or kept rows hold a value no row could make (a NaN
     /// or infinite score, a negative or NaN row count, a NaN target) is refused by name, not
     /// merged; a state stored before the rows were kept (without their two fields) merges.
