@@ -132,7 +132,7 @@ mod values;
 
 pub use metrics::{auc, binned, binning, field, loss};
 pub use registry::{argument_default, literal_argument_names};
-pub use values::spill::{keep_rows_in_memory, spill_to};
+pub use values::spill::spill_to;
 
 /// Every aggregate of this crate: the registry's aggregates, then their `_state` / `_merge`
 /// twins.

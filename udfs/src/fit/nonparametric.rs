@@ -15,7 +15,8 @@ pub(crate) fn points_loss(points: &[(f64, f64, f64)], mut p: impl FnMut(usize) -
     const BLOCK: usize = 4096;
     let eps = crate::loss::DEFAULT_EPS;
     let (mut num, mut den) = (0.0, 0.0);
-    let (mut ps, mut ts) = (Vec::with_capacity(BLOCK), Vec::with_capacity(BLOCK));
+    let room = BLOCK.min(points.len());
+    let (mut ps, mut ts) = (Vec::with_capacity(room), Vec::with_capacity(room));
     let add_rows = |ps: &mut Vec<f64>, ts: &mut Vec<f64>, num: &mut f64| {
         match crate::fastmath::log_loss_sums_unweighted(ps, ts, eps) {
             Some([loss, _]) => *num += loss,

@@ -453,33 +453,25 @@ impl ValueStore {
     /// Writes every group's own rows and merged runs, each class sorted, to one spilled
     /// file, and keeps them as a spilled run of the group (the memory freed).
     fn spill(&mut self) -> Result<()> {
-        let Some(target) = &self.spill_to else {
-            return Ok(());
-        };
-        let mut writer = spill::RunWriter::new(target, self.func)?;
-        let mut written = vec![];
-        for (g, rows) in self.groups.iter_mut().enumerate() {
+        // Runs that arrived sorted are merged where they lie; others are sorted with the
+        // own rows.
+        for rows in &mut self.groups {
             for c in 0..2 {
-                if rows.p[c].is_empty() && rows.runs[c].is_empty() {
-                    continue;
+                if !rows.p[c].is_empty() || !rows.runs[c].is_empty() {
+                    rows.sort_parts(c);
                 }
-                // Runs that arrived sorted are merged where they lie; others are sorted
-                // with the own rows.
-                rows.sort_parts(c);
-                let mut parts = vec![&rows.p[c][..]];
-                parts.extend(rows.runs[c].iter().map(|r| &r[..]));
-                writer.push_merged(&parts)?;
-                written.push((g, c));
             }
         }
-        let Some((all, at)) = writer.finish()? else {
-            return Ok(());
-        };
-        for ((g, c), (start, len)) in written.into_iter().zip(at) {
+        let written = self.write_runs(|rows, c| {
+            let mut parts = vec![&rows.p[c][..]];
+            parts.extend(rows.runs[c].iter().map(|r| &r[..]));
+            parts
+        })?;
+        for (g, c, run) in written {
             let rows = &mut self.groups[g];
             rows.p[c] = vec![];
             rows.runs[c] = vec![];
-            rows.spilled[c].push(all.slice(start, len));
+            rows.spilled[c].push(run);
         }
         self.bytes = self.groups.iter().map(Rows::bytes).sum();
         self.spill_files += 1;
@@ -496,27 +488,43 @@ impl ValueStore {
     /// Merges each group's spilled runs, class by class, into one run, all in one new file
     /// (the old files go with their runs).
     fn merge_spilled(&mut self) -> Result<()> {
+        let written =
+            self.write_runs(|rows, c| rows.spilled[c].iter().map(|r| &r[..]).collect())?;
+        for (g, c, run) in written {
+            self.groups[g].spilled[c] = vec![run];
+        }
+        self.spill_files = 0;
+        Ok(())
+    }
+
+    /// Writes the ascending merge of `parts(rows, c)` (each part ascending) of every group
+    /// and class that has rows there to one spill file; the (group, class, run) written.
+    fn write_runs<'a>(
+        &'a self,
+        parts: impl Fn(&'a Rows, usize) -> Vec<&'a [f64]>,
+    ) -> Result<Vec<(usize, usize, ScalarBuffer<f64>)>> {
         let Some(target) = &self.spill_to else {
-            return Ok(());
+            return Ok(vec![]);
         };
         let mut writer = spill::RunWriter::new(target, self.func)?;
         let mut written = vec![];
         for (g, rows) in self.groups.iter().enumerate() {
             for c in 0..2 {
-                if !rows.spilled[c].is_empty() {
-                    let parts: Vec<&[f64]> = rows.spilled[c].iter().map(|r| &r[..]).collect();
+                let parts = parts(rows, c);
+                if parts.iter().any(|p| !p.is_empty()) {
                     writer.push_merged(&parts)?;
                     written.push((g, c));
                 }
             }
         }
-        if let Some((all, at)) = writer.finish()? {
-            for ((g, c), (start, len)) in written.into_iter().zip(at) {
-                self.groups[g].spilled[c] = vec![all.slice(start, len)];
-            }
-        }
-        self.spill_files = 0;
-        Ok(())
+        let Some((all, at)) = writer.finish()? else {
+            return Ok(vec![]);
+        };
+        Ok(written
+            .into_iter()
+            .zip(at)
+            .map(|((g, c), (start, len))| (g, c, all.slice(start, len)))
+            .collect())
     }
 
     /// Four list columns (negative scores, positive scores, their weights) for `range`.

@@ -61,11 +61,6 @@ pub fn spill_to(disk: &Arc<DiskManager>, pool: &Arc<dyn MemoryPool>) {
         Some((Arc::downgrade(disk), Arc::downgrade(pool)));
 }
 
-/// Stops what [`spill_to`] started: stores created from now on keep their rows in memory.
-pub fn keep_rows_in_memory() {
-    *TARGET.write().unwrap_or_else(|e| e.into_inner()) = None;
-}
-
 /// The installed target, if any.
 pub(crate) fn target() -> Option<SpillTarget> {
     let installed = TARGET.read().unwrap_or_else(|e| e.into_inner());
