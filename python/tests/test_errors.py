@@ -85,10 +85,13 @@ def test_bad_connect_arguments():
 
 
 def test_memory_limit_is_enforced():
-    # Weighted rows stay in memory (unweighted ones spill; see the next test).
+    # auc_test's pairs stay in memory (auc's rows spill; see the next test).
     con = calibsql.connect(memory_limit="1M", target_partitions=1)
     with pytest.raises(calibsql.Error, match="Resources exhausted.*hint"):
-        con.sql("SELECT auc(CAST(v AS DOUBLE) / 1e6, v % 2, 2.0) FROM generate_series(1, 2000000) AS t(v)")
+        con.sql(
+            "SELECT auc_test(CAST(v AS DOUBLE) / 1e6, 1.0 - CAST(v AS DOUBLE) / 1e6, v % 2) "
+            "FROM generate_series(1, 2000000) AS t(v)"
+        )
 
 
 def test_kept_rows_spill_under_the_memory_limit():
@@ -102,6 +105,12 @@ def test_kept_rows_spill_under_the_memory_limit():
     limited = calibsql.connect(memory_limit="4M", target_partitions=2).sql(sql).to_pylist()
     unlimited = calibsql.connect(target_partitions=2).sql(sql).to_pylist()
     assert limited == unlimited and 0.49 < list(limited[0].values())[0] < 0.51
+    # Weighted rows spill with their weights (32 MB under 4 MB).
+    weighted = sql.replace("v % 3 = 0)", "v % 3 = 0, 1.0 + v % 5)")
+    limited = calibsql.connect(memory_limit="4M", target_partitions=2).sql(weighted).to_pylist()
+    unlimited = calibsql.connect(target_partitions=2).sql(weighted).to_pylist()
+    (a,), (b,) = limited[0].values(), unlimited[0].values()
+    assert abs(a - b) <= 1e-12 and 0.49 < a < 0.51
 
 
 def test_wrong_datafusion_major_is_refused(monkeypatch):

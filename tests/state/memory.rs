@@ -131,8 +131,9 @@ fn assert_spilled_result_under(
 /// the same query limited and not, so this compares the code with itself: the values are
 /// checked against their references in the functions' own tests), within the bound (plus
 /// the 16 MB an aggregate reads back through its map, and with GROUP BY the repartition's
-/// copies of the partial states), and leaves nothing in the temporary directory. Weighted rows and `auc_test`'s pairs do not
-/// spill: they fail cleanly, within the bound.
+/// copies of the partial states), and leaves nothing in the temporary directory. Weighted
+/// rows spill too, their weights beside their scores. `auc_test`'s pairs do not spill: it
+/// fails cleanly, within the bound.
 #[test]
 fn row_keeping_aggregates_spill_under_the_memory_limit() {
     let dir = child::scratch_dir("memory-");
@@ -161,23 +162,29 @@ fn row_keeping_aggregates_spill_under_the_memory_limit() {
     ] {
         assert_spilled_result_under(dir.path(), 8, sql, baseline, multiple, spilled);
     }
-    for (sql, multiple) in [
-        ("SELECT auc(p, y, 1.0 + site) FROM t", 3),
-        ("SELECT auc_test(p, 1.0 - p, y) FROM t", 3),
+    // Weighted rows spill their weights beside their scores (16 bytes a row: 32 MiB), and a
+    // weighted reader merges a class's runs into one spilled run (both files mapped a while).
+    for sql in [
+        "SELECT auc(p, y, 1.0 + site) FROM t",
+        "SELECT ece(p, y, 15, 'quantile', 1.0 + site) FROM t",
+        "SELECT calibration_decomposition(p, y, 'brier', 1.0 + site) FROM t",
     ] {
-        let (ok, _, stderr, peak) = run(dir.path(), "8M", sql);
-        assert!(
-            !ok && stderr.contains("Resources exhausted")
-                && stderr.contains("hint: raise --memory-limit"),
-            "{sql}: expected a Resources exhausted error, got: {stderr}"
-        );
-        assert!(
-            peak <= baseline + multiple * 8,
-            "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + {multiple} × 8 MiB"
-        );
+        assert_spilled_result_under(dir.path(), 8, sql, baseline, 3, 64);
     }
+    // auc_test's pairs stay in memory: it fails cleanly, within the bound.
+    let sql = "SELECT auc_test(p, 1.0 - p, y) FROM t";
+    let (ok, _, stderr, peak) = run(dir.path(), "8M", sql);
+    assert!(
+        !ok && stderr.contains("Resources exhausted")
+            && stderr.contains("hint: raise --memory-limit"),
+        "{sql}: expected a Resources exhausted error, got: {stderr}"
+    );
+    assert!(
+        peak <= baseline + 3 * 8,
+        "{sql}: peak RSS {peak} MiB, more than {baseline} MiB (a query keeping nothing) + 3 × 8 MiB"
+    );
     // With room enough, the same query runs.
-    let (ok, _, stderr, _) = run(dir.path(), "200M", "SELECT auc(p, y, 1.0 + site) FROM t");
+    let (ok, _, stderr, _) = run(dir.path(), "200M", "SELECT auc_test(p, 1.0 - p, y) FROM t");
     assert!(ok, "{stderr}");
 }
 

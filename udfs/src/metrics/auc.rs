@@ -402,8 +402,7 @@ impl Kernel for AucKernel {
 /// class has no weight. Unweighted, the count is exact (integers); weighted, sums of
 /// weights (weighted groups have no tallies).
 pub(crate) fn auc_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<f64> {
-    let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
-    if !weighted {
+    if !rows.weighted() {
         // Each class is a few ascending parts (the group's own rows, the sorted partial
         // states it merged, read where they lie, and its tally): the count is bilinear in
         // the two classes, so every pair of a negative part and a positive part is swept in

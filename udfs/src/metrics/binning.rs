@@ -262,40 +262,42 @@ pub(crate) fn kth_of_two(a: &[f64], b: &[f64], k: usize) -> f64 {
     }
 }
 
-/// The M+1 edges of `'quantile'` bins over a group's sorted rows: numpy's
-/// `percentile(p, linspace(0, 1, M+1)*100)` (method `'linear'`) unweighted, and
+/// The M+1 edges of `'quantile'` bins over a group's sorted classes ([`Rows::sorted`]):
+/// numpy's `percentile(p, linspace(0, 1, M+1)*100)` (method `'linear'`) unweighted, and
 /// `percentile(p, …, weights=w, method='inverted_cdf')` weighted.
-pub(crate) fn quantile_edges(rows: &Rows, m: usize) -> Vec<f64> {
-    let [neg, pos] = &rows.p;
+pub(crate) fn quantile_edges(classes: [(&[f64], &[f64]); 2], m: usize) -> Vec<f64> {
+    let [(neg, wn), (pos, wp)] = classes;
     let n = neg.len() + pos.len();
     let qs = quantile_levels(m);
-    let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
-    if !weighted {
+    if wn.is_empty() && wp.is_empty() {
         return unweighted_quantile_edges(n, &qs, |i| kth_of_two(neg, pos, i));
     }
-    // Weighted: merge the two classes by score, then numpy's inverted CDF: the first value
-    // whose cumulative weight share reaches q (cdf = cumsum(w) / total, leading zeros → −1).
-    let merged = merge_sorted(rows);
-    let mut cdf = Vec::with_capacity(n);
-    let mut s = 0.0;
-    for &(_, w) in &merged {
+    // Weighted: numpy's inverted CDF over the two classes merged by score: the first value
+    // whose cumulative weight share cdf = cumsum(w) / total reaches q, where the leading
+    // zero shares count as −1 (never reached); the last value when none does. Two passes
+    // over the merge, without a copy: the total, then the shares (the same sums in the same
+    // order, so the same shares as numpy's arrays).
+    let total: f64 = merged_weighted(classes).map(|(_, w)| w).sum();
+    let mut edges = Vec::with_capacity(qs.len());
+    let (mut s, mut last) = (0.0, f64::NAN);
+    for (p, w) in merged_weighted(classes) {
         s += w;
-        cdf.push(s);
-    }
-    let total = s;
-    for c in cdf.iter_mut() {
-        *c /= total;
-    }
-    if cdf.first() == Some(&0.0) {
-        for c in cdf.iter_mut() {
-            if *c == 0.0 {
-                *c = -1.0;
-            }
+        last = p;
+        let cdf = s / total;
+        // Reached: not below q (a NaN share, of a zero total, reaches every q, as in numpy).
+        while edges.len() < qs.len()
+            && cdf.partial_cmp(&qs[edges.len()]) != Some(std::cmp::Ordering::Less)
+            && cdf != 0.0
+        {
+            edges.push(p);
+        }
+        if edges.len() == qs.len() {
+            break;
         }
     }
-    qs.iter()
-        .map(|&q| merged[cdf.partition_point(|&c| c < q).min(n - 1)].0)
-        .collect()
+    // Past the end (the shares' rounding): numpy's index clipped to the last value.
+    edges.resize(qs.len(), last);
+    edges
 }
 
 /// numpy's percentile edges of `n` values at the levels `qs`, from the order statistic `at`.
@@ -323,7 +325,7 @@ pub(crate) fn unweighted_quantile_edges(
 /// or the bins too many.
 pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>> {
     let n = rows.len();
-    if n < 1 << 14 || !rows.w[0].is_empty() || !rows.w[1].is_empty() {
+    if n < 1 << 14 || rows.weighted() {
         return None;
     }
     let qs = quantile_levels(m);
@@ -344,22 +346,23 @@ pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>>
     Some(unweighted_quantile_edges(n, &qs, at))
 }
 
-/// The rows of both classes merged by score (stable: negatives before positives on ties).
-pub(crate) fn merge_sorted(rows: &Rows) -> Vec<(f64, f64)> {
-    let [neg, pos] = &rows.p;
-    let w = |c: usize, i: usize| rows.w[c].get(i).copied().unwrap_or(1.0);
-    let mut out = Vec::with_capacity(neg.len() + pos.len());
+/// The (score, weight) rows of both sorted classes merged by score (stable: negatives
+/// before positives on ties).
+pub(crate) fn merged_weighted<'a>(
+    [(neg, wn), (pos, wp)]: [(&'a [f64], &'a [f64]); 2],
+) -> impl Iterator<Item = (f64, f64)> + 'a {
     let (mut i, mut j) = (0, 0);
-    while i < neg.len() || j < pos.len() {
+    std::iter::from_fn(move || {
         if j >= pos.len() || (i < neg.len() && neg[i] <= pos[j]) {
-            out.push((neg[i], w(0, i)));
+            let row = (*neg.get(i)?, wn.get(i).copied().unwrap_or(1.0));
             i += 1;
+            Some(row)
         } else {
-            out.push((pos[j], w(1, j)));
+            let row = (pos[j], wp.get(j).copied().unwrap_or(1.0));
             j += 1;
+            Some(row)
         }
-    }
-    out
+    })
 }
 
 #[cfg(test)]
@@ -389,7 +392,7 @@ mod tests {
 
     #[test]
     fn quantile_edges_of_constant_p_are_all_equal() {
-        let e = quantile_edges(&rows(&[0.1; 10]), 10);
+        let e = quantile_edges(rows(&[0.1; 10]).sorted(), 10);
         assert!(e.iter().all(|&x| x == 0.1));
     }
 
@@ -397,7 +400,7 @@ mod tests {
     fn quantile_edges_interpolate_linearly() {
         // numpy.percentile([0, 1, 2, 3], [0, 50, 100]) = [0, 1.5, 3]
         assert_eq!(
-            quantile_edges(&rows(&[0.0, 1.0, 2.0, 3.0]), 2),
+            quantile_edges(rows(&[0.0, 1.0, 2.0, 3.0]).sorted(), 2),
             [0.0, 1.5, 3.0]
         );
     }

@@ -136,9 +136,7 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
             }
         }
     }
-    rows.sort();
-    let [neg, pos] = &rows.p;
-    let (neg, pos) = (neg.as_slice(), pos.as_slice());
+    let [(neg, _), (pos, _)] = rows.sorted();
     let mut distinct = 0usize;
     let mut last = f64::NAN;
     for p in merged(neg, pos) {

@@ -52,13 +52,12 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
         add_class_sums(&mut out, &edges, &sums);
         return out;
     }
-    rows.sort();
-    let edges = quantile_edges(rows, m);
+    let classes = rows.sorted();
+    let edges = quantile_edges(classes, m);
     let inner = &edges[1..m];
     set_edges(&mut out, &edges);
-    for c in 0..2 {
+    for (c, (ps, ws)) in classes.into_iter().enumerate() {
         let y = c as f64;
-        let (ps, ws) = (&rows.p[c], &rows.w[c]);
         // Rows are sorted: walk the edges along with them.
         let mut b = 0;
         for (i, &p) in ps.iter().enumerate() {

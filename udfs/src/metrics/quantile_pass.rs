@@ -109,7 +109,7 @@ pub(super) struct QuantilePass {
 /// keys order p ≥ −0 only).
 pub(super) fn one_pass(rows: &Rows, m: usize, rule: EdgeRule) -> Option<QuantilePass> {
     let n = rows.len();
-    if n < MIN_ROWS || !(2..=MAX_BINS).contains(&m) || rows.w.iter().any(|w| !w.is_empty()) {
+    if n < MIN_ROWS || !(2..=MAX_BINS).contains(&m) || rows.weighted() {
         return None;
     }
     let parts = [rows.parts(0), rows.parts(1)];

@@ -15,12 +15,13 @@
 //! holds each row once instead of once in the states and once more in its own vectors. `auc`
 //! sorts its rows before it hands them on ([`ValueStore::sort_on_emit`], in place), so its
 //! runs arrive sorted and are read in order where they lie; `'quantile'` edges select order
-//! statistics across the runs without sorting. Every other reader first copies the runs into
-//! the group's own vectors ([`Rows::absorb_runs`]).
+//! statistics across the runs without sorting. Every other reader takes each class as one
+//! sorted slice ([`Rows::sorted`]), the runs first copied into the group's own vectors.
 //!
-//! Under a memory limit, unweighted rows that no longer fit are sorted and spilled to disk,
-//! and read back through a memory map as sorted runs of their own ([`Rows::spilled`]; see
-//! [`spill`]).
+//! Under a memory limit, rows that no longer fit are sorted and spilled to disk (weights
+//! beside their scores), and read back through a memory map as sorted runs of their own
+//! ([`Rows::spilled`]; see [`spill`]). [`Rows::sorted`] merges a spilled class into one
+//! spilled run instead of reading it back into memory.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -119,9 +120,12 @@ pub(crate) struct Rows {
     /// More unweighted scores per class: slices of merged states' buffers, kept without a
     /// copy (see the module documentation). Empty in a weighted group.
     pub runs: [Vec<ScalarBuffer<f64>>; 2],
-    /// More unweighted scores per class, ascending: runs spilled to disk and mapped (by this
-    /// store, or by the partial state it merged). Their bytes are not memory ([`spill`]).
+    /// More scores per class, ascending: runs spilled to disk and mapped (by this store, or
+    /// by the partial state it merged). Their bytes are not memory ([`spill`]).
     pub spilled: [Vec<ScalarBuffer<f64>>; 2],
+    /// The weights of the spilled runs, a run each, parallel to `spilled`; empty in an
+    /// unweighted group.
+    pub spilled_w: [Vec<ScalarBuffer<f64>>; 2],
 }
 
 /// Most sources (own rows and runs) per class that [`Rows::sorted_parts`] reads in place;
@@ -145,6 +149,11 @@ impl Rows {
         self.spilled.iter().any(|s| !s.is_empty())
     }
 
+    /// Whether the rows carry weights (held or spilled).
+    pub(crate) fn weighted(&self) -> bool {
+        self.w.iter().any(|w| !w.is_empty()) || self.spilled_w.iter().any(|w| !w.is_empty())
+    }
+
     fn bytes(&self) -> usize {
         (self.p[0].capacity()
             + self.p[1].capacity()
@@ -162,21 +171,55 @@ impl Rows {
             .collect()
     }
 
+    /// Class `c`'s weights, parallel to [`Self::parts`] (a weighted group has no runs).
+    fn weight_parts(&self, c: usize) -> Vec<&[f64]> {
+        std::iter::once(&self.w[c][..])
+            .chain(self.spilled_w[c].iter().map(|r| &r[..]))
+            .collect()
+    }
+
     /// Copies the runs, spilled ones too, into the own vectors (for the readers that need one
     /// vector a class: a spilled group read this way is back in memory).
     pub(crate) fn absorb_runs(&mut self) {
         for c in 0..2 {
-            if self.runs[c].is_empty() && self.spilled[c].is_empty() {
-                continue;
+            self.absorb_class(c);
+        }
+    }
+
+    fn absorb_class(&mut self, c: usize) {
+        let append = |own: &mut Vec<f64>, runs: Vec<ScalarBuffer<f64>>| {
+            own.reserve_exact(runs.iter().map(|r| r.len()).sum());
+            for r in runs {
+                own.extend_from_slice(&r);
             }
+        };
+        if !self.runs[c].is_empty() || !self.spilled[c].is_empty() {
             let runs = std::mem::take(&mut self.runs[c])
                 .into_iter()
-                .chain(std::mem::take(&mut self.spilled[c]));
-            let runs: Vec<ScalarBuffer<f64>> = runs.collect();
-            self.p[c].reserve_exact(runs.iter().map(|r| r.len()).sum());
-            for r in runs {
-                self.p[c].extend_from_slice(&r);
-            }
+                .chain(std::mem::take(&mut self.spilled[c]))
+                .collect();
+            append(&mut self.p[c], runs);
+        }
+        if !self.spilled_w[c].is_empty() {
+            append(&mut self.w[c], std::mem::take(&mut self.spilled_w[c]));
+        }
+    }
+
+    /// Sorts class `c`'s own rows by score, weights following their scores.
+    fn sort_own(&mut self, c: usize) {
+        if self.w[c].is_empty() {
+            sort_f64(&mut self.p[c]);
+            return;
+        }
+        let mut pairs: Vec<(f64, f64)> = self.p[c]
+            .iter()
+            .copied()
+            .zip(self.w[c].iter().copied())
+            .collect();
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (i, (p, w)) in pairs.into_iter().enumerate() {
+            self.p[c][i] = p;
+            self.w[c][i] = w;
         }
     }
 
@@ -192,7 +235,7 @@ impl Rows {
         for r in &unsorted {
             self.p[c].extend_from_slice(r);
         }
-        sort_f64(&mut self.p[c]);
+        self.sort_own(c);
     }
 
     /// Class `c`'s own rows and runs merged with its spilled runs into one spilled run (the
@@ -203,16 +246,23 @@ impl Rows {
             return false;
         };
         self.sort_parts(c);
+        let weighted = self.weighted();
         let written = (|| {
             let mut w = spill::RunWriter::new(&target, func)?;
             w.push_merged(&self.parts(c))?;
+            if weighted {
+                w.push_merged_weights(&self.parts(c), &self.weight_parts(c))?;
+            }
             w.finish()
         })();
         match written {
-            Ok(Some((all, _))) => {
-                self.spilled[c] = vec![all];
+            Ok(Some((all, at))) => {
+                let run = |k: usize| all.slice(at[k].0, at[k].1);
+                self.spilled[c] = vec![run(0)];
+                self.spilled_w[c] = if weighted { vec![run(1)] } else { vec![] };
                 self.runs[c] = vec![];
                 self.p[c] = vec![];
+                self.w[c] = vec![];
                 true
             }
             Ok(None) => true,
@@ -253,25 +303,27 @@ impl Rows {
         [self.parts(0), self.parts(1)]
     }
 
-    /// Sorts each class by score (weights follow their score), runs absorbed first.
-    pub(crate) fn sort(&mut self) {
-        self.absorb_runs();
+    /// Each class as one ascending slice of scores and their weights (empty when the group
+    /// is unweighted). A class with spilled runs is merged into one spilled run (its memory
+    /// stays free; in memory if the disk fails); any other is sorted in memory, its runs
+    /// absorbed first.
+    pub(crate) fn sorted(&mut self) -> [(&[f64], &[f64]); 2] {
         for c in 0..2 {
-            if self.w[c].is_empty() {
-                sort_f64(&mut self.p[c]);
-            } else {
-                let mut pairs: Vec<(f64, f64)> = self.p[c]
-                    .iter()
-                    .copied()
-                    .zip(self.w[c].iter().copied())
-                    .collect();
-                pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
-                for (i, (p, w)) in pairs.into_iter().enumerate() {
-                    self.p[c][i] = p;
-                    self.w[c][i] = w;
-                }
+            let one_spilled =
+                self.spilled[c].len() == 1 && self.p[c].is_empty() && self.runs[c].is_empty();
+            if !self.spilled[c].is_empty() && (one_spilled || self.spill_class(c, "spilled rows")) {
+                continue;
             }
+            self.absorb_class(c);
+            self.sort_own(c);
         }
+        let class = |c: usize| -> (&[f64], &[f64]) {
+            match (self.spilled[c].first(), self.spilled_w[c].first()) {
+                (Some(p), w) => (p, w.map_or(&[][..], |w| &w[..])),
+                (None, _) => (&self.p[c], &self.w[c]),
+            }
+        };
+        [class(0), class(1)]
     }
 }
 
@@ -299,6 +351,10 @@ pub(crate) struct ValueStore {
     #[cfg(test)]
     files_written: usize,
 }
+
+/// A group's class written by [`ValueStore::write_runs`]: the group, the class, the run of
+/// its scores and, weighted, the run of their weights.
+type Written = (usize, usize, ScalarBuffer<f64>, Option<ScalarBuffer<f64>>);
 
 /// Spill files a store writes before it merges its groups' spilled runs into one file: each
 /// file holds an open descriptor and a mapping, and a group reads its runs in one pass.
@@ -328,7 +384,7 @@ impl ValueStore {
             #[cfg(test)]
             files_written: 0,
             held: spill::Held::new(func),
-            spill_to: w_col.is_none().then(spill::target).flatten(),
+            spill_to: spill::target(),
         }
     }
 
@@ -465,13 +521,15 @@ impl ValueStore {
         let written = self.write_runs(|rows, c| {
             let mut parts = vec![&rows.p[c][..]];
             parts.extend(rows.runs[c].iter().map(|r| &r[..]));
-            parts
+            (parts, vec![&rows.w[c][..]])
         })?;
-        for (g, c, run) in written {
+        for (g, c, run, weights) in written {
             let rows = &mut self.groups[g];
             rows.p[c] = vec![];
+            rows.w[c] = vec![];
             rows.runs[c] = vec![];
             rows.spilled[c].push(run);
+            rows.spilled_w[c].extend(weights);
         }
         self.bytes = self.groups.iter().map(Rows::bytes).sum();
         self.spill_files += 1;
@@ -488,31 +546,43 @@ impl ValueStore {
     /// Merges each group's spilled runs, class by class, into one run, all in one new file
     /// (the old files go with their runs).
     fn merge_spilled(&mut self) -> Result<()> {
-        let written =
-            self.write_runs(|rows, c| rows.spilled[c].iter().map(|r| &r[..]).collect())?;
-        for (g, c, run) in written {
-            self.groups[g].spilled[c] = vec![run];
+        let written = self.write_runs(|rows, c| {
+            (
+                rows.spilled[c].iter().map(|r| &r[..]).collect(),
+                rows.spilled_w[c].iter().map(|r| &r[..]).collect(),
+            )
+        })?;
+        for (g, c, run, weights) in written {
+            let rows = &mut self.groups[g];
+            rows.spilled[c] = vec![run];
+            rows.spilled_w[c] = weights.into_iter().collect();
         }
         self.spill_files = 0;
         Ok(())
     }
 
-    /// Writes the ascending merge of `parts(rows, c)` (each part ascending) of every group
-    /// and class that has rows there to one spill file; the (group, class, run) written.
+    /// Writes the ascending merge of the scores of `parts(rows, c)` (each part ascending),
+    /// and in a weighted store their weights in the same order, of every group and class
+    /// that has rows there to one spill file; the (group, class, scores' run, weights' run)
+    /// written.
     fn write_runs<'a>(
         &'a self,
-        parts: impl Fn(&'a Rows, usize) -> Vec<&'a [f64]>,
-    ) -> Result<Vec<(usize, usize, ScalarBuffer<f64>)>> {
+        parts: impl Fn(&'a Rows, usize) -> (Vec<&'a [f64]>, Vec<&'a [f64]>),
+    ) -> Result<Vec<Written>> {
         let Some(target) = &self.spill_to else {
             return Ok(vec![]);
         };
+        let weighted = self.weighted();
         let mut writer = spill::RunWriter::new(target, self.func)?;
         let mut written = vec![];
         for (g, rows) in self.groups.iter().enumerate() {
             for c in 0..2 {
-                let parts = parts(rows, c);
-                if parts.iter().any(|p| !p.is_empty()) {
-                    writer.push_merged(&parts)?;
+                let (scores, weights) = parts(rows, c);
+                if scores.iter().any(|p| !p.is_empty()) {
+                    writer.push_merged(&scores)?;
+                    if weighted {
+                        writer.push_merged_weights(&scores, &weights)?;
+                    }
                     written.push((g, c));
                 }
             }
@@ -520,10 +590,12 @@ impl ValueStore {
         let Some((all, at)) = writer.finish()? else {
             return Ok(vec![]);
         };
+        let per = 1 + weighted as usize;
+        let run = |k: usize| all.slice(at[k].0, at[k].1);
         Ok(written
             .into_iter()
-            .zip(at)
-            .map(|((g, c), (start, len))| (g, c, all.slice(start, len)))
+            .enumerate()
+            .map(|(k, (g, c))| (g, c, run(per * k), weighted.then(|| run(per * k + 1))))
             .collect())
     }
 
@@ -547,8 +619,8 @@ impl ValueStore {
         vec![
             list(&|r| r.parts(0)),
             list(&|r| r.parts(1)),
-            list(&|r| vec![&r.w[0][..]]),
-            list(&|r| vec![&r.w[1][..]]),
+            list(&|r| r.weight_parts(0)),
+            list(&|r| r.weight_parts(1)),
         ]
     }
 
@@ -595,7 +667,8 @@ impl ValueStore {
     }
 
     /// The four state columns of `groups` with each class's rows merged into one spilled
-    /// file (both classes in one file, negatives first); empty weight lists.
+    /// run, all in one file: the negatives' scores, the positives', then (weighted) their
+    /// weights in the same order; unweighted, empty weight lists.
     fn spilled_state(&self, groups: &mut [Rows]) -> Result<Vec<ArrayRef>> {
         let target = match &self.spill_to {
             Some(t) => t.clone(),
@@ -611,13 +684,22 @@ impl ValueStore {
                 writer.push_merged(&rows.parts(c))?;
             }
         }
+        let weighted = self.weighted();
+        if weighted {
+            for c in 0..2 {
+                for rows in groups.iter() {
+                    writer.push_merged_weights(&rows.parts(c), &rows.weight_parts(c))?;
+                }
+            }
+        }
         let n = groups.len();
         let (all, at) = match writer.finish()? {
             Some(written) => written,
-            None => (ScalarBuffer::from(Vec::<f64>::new()), vec![(0, 0); 2 * n]),
+            None => (ScalarBuffer::from(Vec::<f64>::new()), vec![(0, 0); 4 * n]),
         };
-        let column = |c: usize| -> ArrayRef {
-            let runs = &at[c * n..(c + 1) * n];
+        // The k-th column's runs, one a group.
+        let column = |k: usize| -> ArrayRef {
+            let runs = &at[k * n..(k + 1) * n];
             let offsets = OffsetBuffer::from_lengths(runs.iter().map(|r| r.1));
             let start = runs.first().map_or(0, |r| r.0);
             let len = runs.iter().map(|r| r.1).sum();
@@ -630,7 +712,11 @@ impl ValueStore {
             let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(0, n));
             list_array(offsets, Arc::new(Float64Array::from(Vec::<f64>::new())))
         };
-        Ok(vec![column(0), column(1), empty(), empty()])
+        Ok(if weighted {
+            vec![column(0), column(1), column(2), column(3)]
+        } else {
+            vec![column(0), column(1), empty(), empty()]
+        })
     }
 
     /// Merges four list columns as produced by [`ValueStore::state`]. An unweighted span of
@@ -638,8 +724,8 @@ impl ValueStore {
     pub(crate) fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         let weighted = self.weighted();
         let cols: Vec<(&[i32], &[f64])> = states[..4].iter().map(list_parts).collect();
-        let buffers: [&ScalarBuffer<f64>; 2] = std::array::from_fn(|c| {
-            states[c]
+        let buffers: [&ScalarBuffer<f64>; 4] = std::array::from_fn(|k| {
+            states[k]
                 .as_list::<i32>()
                 .values()
                 .as_primitive::<Float64Type>()
@@ -664,9 +750,10 @@ impl ValueStore {
                     return internal_err!("{}: malformed value state", self.func);
                 }
                 let rows = &mut self.groups[g];
-                if !weighted && mapped[c] && !span.is_empty() {
+                if mapped[c] && (!weighted || mapped[2 + c]) && !span.is_empty() {
                     // A spilled run handed on: it stays on disk. Only a spill writes a mapped
-                    // buffer, and a spill writes ascending runs (`RunWriter::push_merged`).
+                    // buffer, and a spill writes ascending runs (`RunWriter::push_merged`),
+                    // their weights beside them.
                     let run = buffers[c].slice(span.start, span.len());
                     debug_assert!(
                         is_sorted_f64(&run),
@@ -674,6 +761,9 @@ impl ValueStore {
                         self.func
                     );
                     rows.spilled[c].push(run);
+                    if weighted {
+                        rows.spilled_w[c].push(buffers[2 + c].slice(wspan.start, wspan.len()));
+                    }
                     continue;
                 }
                 if !weighted && span.len() >= MIN_RUN {
@@ -737,23 +827,32 @@ mod tests {
 
     /// Three groups' rows through two partial stores and a final one, each spilling many
     /// times under an 8 KiB pool (more than [`MAX_SPILL_FILES`] files, so their runs are
-    /// merged too), read back as each group's and class's scores: the same multiset as the
-    /// rows given (a plain sort of them is the reference), and nothing left reserved.
+    /// merged too), read back as each group's and class's scores, and weights in a weighted
+    /// store: the same multiset as the rows given (a plain sort of them is the reference),
+    /// and nothing left reserved.
     #[test]
     fn spilled_rows_read_back_as_the_rows_given() {
+        spilled_rows_read_back(false);
+        spilled_rows_read_back(true);
+    }
+
+    fn spilled_rows_read_back(weighted: bool) {
         let target = spill::SpillTarget::for_tests(8 << 10);
         let rows = 120_000;
+        // Distinct scores (2654435761 is prime to 1000003), so a weight's place is its score's.
         let p: Vec<f64> = (0..rows)
             .map(|i| ((i as u64 * 2654435761) % 1_000_003) as f64 / 1_000_003.0)
             .collect();
+        let w: Vec<f64> = (0..rows).map(|i| 0.5 + (i % 7) as f64).collect();
         let y: Vec<i32> = (0..rows).map(|i| (i % 3 == 0) as i32).collect();
         let g: Vec<usize> = (0..rows).map(|i| (i / 7) % 3).collect();
-        let mut want: [[Vec<f64>; 2]; 3] = Default::default();
+        let mut want: [[Vec<(f64, f64)>; 2]; 3] = Default::default();
         for i in 0..rows {
-            want[g[i]][y[i] as usize].push(p[i]);
+            want[g[i]][y[i] as usize].push((p[i], if weighted { w[i] } else { 1.0 }));
         }
         let store = || {
-            let mut s = ValueStore::new("auc", 0, 1, None).spilling_to(target.clone());
+            let mut s =
+                ValueStore::new("auc", 0, 1, weighted.then_some(2)).spilling_to(target.clone());
             s.resize(3);
             s
         };
@@ -765,6 +864,7 @@ mod tests {
                 let values: Vec<ArrayRef> = vec![
                     Arc::new(Float64Array::from(p[batch..end].to_vec())),
                     Arc::new(Int32Array::from(y[batch..end].to_vec())),
+                    Arc::new(Float64Array::from(w[batch..end].to_vec())),
                 ];
                 part.update(&values, &g[batch..end], None).unwrap();
             }
@@ -777,13 +877,20 @@ mod tests {
             let state = part.take_state(0..3);
             fin.merge(&state, &[0, 1, 2]).unwrap();
         }
+        assert!(fin.groups.iter().all(Rows::has_spilled), "runs not kept");
         for (gi, want) in want.iter_mut().enumerate() {
-            let [negs, poss] = fin.groups[gi].sorted_parts();
-            for (c, parts) in [negs, poss].into_iter().enumerate() {
-                let mut got: Vec<f64> = parts.concat();
-                got.sort_by(f64::total_cmp);
-                want[c].sort_by(f64::total_cmp);
-                assert_eq!(got, want[c], "group {gi}, class {c}");
+            assert_eq!(fin.groups[gi].weighted(), weighted);
+            let classes = fin.groups[gi].sorted();
+            for (c, (ps, ws)) in classes.into_iter().enumerate() {
+                want[c].sort_by(|a, b| a.0.total_cmp(&b.0));
+                let got: Vec<(f64, f64)> = if weighted {
+                    assert_eq!(ws.len(), ps.len());
+                    ps.iter().copied().zip(ws.iter().copied()).collect()
+                } else {
+                    assert!(ws.is_empty());
+                    ps.iter().map(|&x| (x, 1.0)).collect()
+                };
+                assert_eq!(got, want[c], "weighted {weighted}, group {gi}, class {c}");
             }
         }
         fin.drain(3);

@@ -3,10 +3,12 @@
 //!
 //! A session with a memory limit installs its disk manager and memory pool here
 //! ([`spill_to`]; the `calibsql` binary and `calibsql.connect` do). From then on a
-//! [`super::ValueStore`] of unweighted rows holds its rows under a reservation of its own in
-//! that pool. When the pool refuses it more, it sorts each group's rows, writes them to one
-//! temporary file (DataFusion's: its directory, its disk-space limit), maps the file and keeps
-//! the group's slice of the mapping as a sorted run in place of the rows ([`Rows::spilled`]).
+//! [`super::ValueStore`] holds its rows under a reservation of its own in that pool. When the
+//! pool refuses it more, it sorts each group's rows, writes them to one temporary file
+//! (DataFusion's: its directory, its disk-space limit), maps the file and keeps the group's
+//! slice of the mapping as a sorted run in place of the rows ([`Rows::spilled`]); weighted
+//! rows write their weights after their scores, in the same order, as a parallel run
+//! ([`Rows::spilled_w`]).
 //!
 //! A run is an Arrow buffer over the mapping ([`RunWriter::finish`]), so it moves as any buffer
 //! does: a partial state hands its runs on without a copy, the final aggregation keeps them
@@ -21,6 +23,7 @@
 //! spilling: it is given back as soon as a partial state is handed on.
 //!
 //! [`Rows::spilled`]: super::Rows::spilled
+//! [`Rows::spilled_w`]: super::Rows::spilled_w
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -34,7 +37,7 @@ use datafusion_execution::disk_manager::DiskManager;
 use datafusion_execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion_execution::SpillFile;
 
-use super::order::{key, unkey};
+use super::order::key;
 
 /// Where kept rows spill to, and the pool whose limit makes them.
 #[derive(Debug, Clone)]
@@ -54,8 +57,7 @@ static TARGET: RwLock<Option<Installed>> = RwLock::new(None);
 /// runs of them to `disk` when it refuses more, instead of failing with "Resources
 /// exhausted". Call it with a session's runtime (`runtime.disk_manager`,
 /// `runtime.memory_pool`) when the session has a memory limit; the last call wins, and
-/// holds them only while the runtime does. Weighted calls keep their rows in memory (and
-/// fail when they do not fit).
+/// holds them only while the runtime does.
 pub fn spill_to(disk: &Arc<DiskManager>, pool: &Arc<dyn MemoryPool>) {
     *TARGET.write().unwrap_or_else(|e| e.into_inner()) =
         Some((Arc::downgrade(disk), Arc::downgrade(pool)));
@@ -221,6 +223,35 @@ impl RunWriter {
 
     /// Appends one run: the ascending merge of `parts`, each ascending in `total_cmp` order.
     pub(crate) fn push_merged(&mut self, parts: &[&[f64]]) -> Result<()> {
+        self.push_in_merge_order(parts, |i, j| parts[i][j])
+    }
+
+    /// Appends one run: `weights` (each parallel to its part of `parts`) in the order
+    /// [`Self::push_merged`] writes `parts`' scores, so that a weight stays with its score.
+    pub(crate) fn push_merged_weights(
+        &mut self,
+        parts: &[&[f64]],
+        weights: &[&[f64]],
+    ) -> Result<()> {
+        let aligned = parts.len() == weights.len()
+            && parts.iter().zip(weights).all(|(p, w)| p.len() == w.len());
+        if !aligned {
+            return Err(DataFusionError::Internal(format!(
+                "{}: spilled weights not parallel to their scores",
+                self.func
+            )));
+        }
+        self.push_in_merge_order(parts, |i, j| weights[i][j])
+    }
+
+    /// Appends one run: `value(i, j)` for each row j of part i, in the ascending order of the
+    /// parts' scores (a k-way merge by the order-preserving keys; on equal scores the part
+    /// first given first).
+    fn push_in_merge_order(
+        &mut self,
+        parts: &[&[f64]],
+        value: impl Fn(usize, usize) -> f64,
+    ) -> Result<()> {
         let start = self.written;
         let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
         let out = &mut self.out;
@@ -232,38 +263,36 @@ impl RunWriter {
             }
             Ok(())
         };
-        let parts: Vec<&[f64]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+        let live: Vec<usize> = (0..parts.len()).filter(|&i| !parts[i].is_empty()).collect();
         let io = |e: std::io::Error| {
             DataFusionError::ResourcesExhausted(format!("{}: spilling kept rows: {e}", self.func))
         };
-        match parts[..] {
+        match live[..] {
             [] => {}
-            [one] => {
-                for &x in one {
-                    emit(x, &mut chunk).map_err(io)?;
+            [i] => {
+                for j in 0..parts[i].len() {
+                    emit(value(i, j), &mut chunk).map_err(io)?;
                 }
             }
             _ => {
-                // A k-way merge by the order-preserving keys: the smallest head each time.
-                let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> =
-                    parts
-                        .iter()
-                        .enumerate()
-                        .map(|(i, p)| std::cmp::Reverse((key(p[0]), i)))
-                        .collect();
-                let mut at = vec![1usize; parts.len()];
-                while let Some(std::cmp::Reverse((k, i))) = heads.pop() {
-                    emit(unkey(k), &mut chunk).map_err(io)?;
+                // The smallest head each time; `at[i]` is part i's next row.
+                let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> = live
+                    .iter()
+                    .map(|&i| std::cmp::Reverse((key(parts[i][0]), i)))
+                    .collect();
+                let mut at = vec![0usize; parts.len()];
+                while let Some(std::cmp::Reverse((_, i))) = heads.pop() {
                     // The same source while it stays the smallest: no heap work a row.
                     let next_best = heads.peek().map_or(u64::MAX, |r| r.0 .0);
                     let part = parts[i];
+                    emit(value(i, at[i]), &mut chunk).map_err(io)?;
+                    at[i] += 1;
                     while at[i] < part.len() && key(part[at[i]]) <= next_best {
-                        emit(part[at[i]], &mut chunk).map_err(io)?;
+                        emit(value(i, at[i]), &mut chunk).map_err(io)?;
                         at[i] += 1;
                     }
                     if at[i] < part.len() {
                         heads.push(std::cmp::Reverse((key(part[at[i]]), i)));
-                        at[i] += 1;
                     }
                 }
             }

@@ -117,14 +117,13 @@ pub(crate) fn sweep(
 
 /// Calls `f(score, negatives' weight, positives' weight)` at each distinct score of a
 /// group's rows and tallies, ascending (−0 and +0 are one score). Unweighted rows weigh 1
-/// each; weighted rows are sorted in place first (weighted groups have no tallies).
+/// each; weighted rows are sorted first (`Rows::sorted`; weighted groups have no tallies).
 pub(crate) fn for_each_score(
     rows: &mut Rows,
     tally: &[Tally; 2],
     mut f: impl FnMut(f64, f64, f64),
 ) {
-    let weighted = !rows.w[0].is_empty() || !rows.w[1].is_empty();
-    if !weighted {
+    if !rows.weighted() {
         let [negs, poss] = rows.sorted_parts();
         sweep(
             class_runs(&negs, &tally[0]),
@@ -133,8 +132,7 @@ pub(crate) fn for_each_score(
         );
         return;
     }
-    rows.sort();
-    let ([neg, pos], [wn, wp]) = (&rows.p, &rows.w);
+    let [(neg, wn), (pos, wp)] = rows.sorted();
     let (mut i, mut j) = (0, 0);
     while i < neg.len() || j < pos.len() {
         let v = match (neg.get(i), pos.get(j)) {
