@@ -33,8 +33,8 @@ use arrow::datatypes::Float64Type;
 use datafusion_common::{internal_err, Result};
 
 use crate::common::{
-    all_probabilities, check_p, check_w, check_y, f64_list_state_fields, f64_lists, f64s,
-    for_each_row, list_array, list_parts, usable_rows_pyw,
+    all_probabilities, all_weights, check_p, check_w, check_y, f64_list_state_fields, f64_lists,
+    f64s, for_each_row, list_array, list_parts, usable_rows_pyw,
 };
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
@@ -211,14 +211,16 @@ impl Rows {
             sort_f64(&mut self.p[c]);
             return;
         }
-        let mut pairs: Vec<(f64, f64)> = self.p[c]
+        // By the order-preserving keys (an integer comparison), stably: sorted runs (the
+        // partial states a final aggregation merged) are merged, not sorted again.
+        let mut pairs: Vec<(u64, f64)> = self.p[c]
             .iter()
-            .copied()
-            .zip(self.w[c].iter().copied())
+            .zip(&self.w[c])
+            .map(|(&p, &w)| (order::key(p), w))
             .collect();
-        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for (i, (p, w)) in pairs.into_iter().enumerate() {
-            self.p[c][i] = p;
+        pairs.sort_by_key(|&(k, _)| k);
+        for (i, (k, w)) in pairs.into_iter().enumerate() {
+            self.p[c][i] = order::unkey(k);
             self.w[c][i] = w;
         }
     }
@@ -337,7 +339,8 @@ pub(crate) struct ValueStore {
     pub(crate) groups: Vec<Rows>,
     bytes: usize,
     /// Sort each class before handing the rows on as a partial state (`auc`: the final
-    /// aggregation then reads the states in order where they lie).
+    /// aggregation then reads the states in order where they lie). Weighted rows are always
+    /// sorted before they are handed on.
     sort_on_emit: bool,
     /// The reservation that holds `bytes` when a spill target is installed
     /// ([`spill::Held`]; [`Self::size`] then leaves `bytes` out).
@@ -455,6 +458,35 @@ impl ValueStore {
         self.bytes += (after - before) * size_of::<f64>();
     }
 
+    /// [`Self::push_all`] with checked weights: each row's score and weight go to the end of
+    /// both classes' vectors, and only its own class's length advances.
+    fn push_all_weighted<Y: Label>(&mut self, p: &[f64], y: &[Y], w: &[f64]) {
+        let rows = &mut self.groups[0];
+        let capacity = |r: &Rows| r.p.iter().chain(&r.w).map(Vec::capacity).sum::<usize>();
+        let before = capacity(rows);
+        let [neg, pos] = &mut rows.p;
+        let [wneg, wpos] = &mut rows.w;
+        let (mut n0, mut n1) = (neg.len(), pos.len());
+        for v in [&mut *neg, &mut *pos, &mut *wneg, &mut *wpos] {
+            make_room(v, p.len());
+            v.resize(v.len() + p.len(), 0.0);
+        }
+        for ((&pi, &yi), &wi) in p.iter().zip(y).zip(w) {
+            neg[n0] = pi;
+            wneg[n0] = wi;
+            pos[n1] = pi;
+            wpos[n1] = wi;
+            let positive = yi.bit() as usize;
+            n1 += positive;
+            n0 += 1 - positive;
+        }
+        neg.truncate(n0);
+        wneg.truncate(n0);
+        pos.truncate(n1);
+        wpos.truncate(n1);
+        self.bytes += (capacity(&self.groups[0]) - before) * size_of::<f64>();
+    }
+
     /// Adds the usable rows; the label column may be any of `crate::labels::is_native`'s
     /// types (the kernels that keep rows read labels natively).
     pub(crate) fn update(
@@ -472,6 +504,20 @@ impl ValueStore {
                 let ok = all_labels(y);
                 if ok {
                     self.push_all(&p, y);
+                }
+                ok
+            });
+            if added == Some(true) {
+                return self.fit_budget();
+            }
+        }
+        if let Some(w) = w.as_ref().filter(|w| {
+            mask.is_none() && self.groups.len() == 1 && all_probabilities(&p) && all_weights(w)
+        }) {
+            let added = with_labels!(&values[self.y_col], |y| {
+                let ok = all_labels(y);
+                if ok {
+                    self.push_all_weighted(&p, y, w);
                 }
                 ok
             });
@@ -646,8 +692,10 @@ impl ValueStore {
         for rows in groups.iter_mut() {
             self.bytes = self.bytes.saturating_sub(rows.bytes());
             rows.absorb_runs();
-            if self.sort_on_emit && rows.w.iter().all(Vec::is_empty) {
-                rows.p.iter_mut().for_each(|p| sort_f64(p));
+            if self.sort_on_emit || self.weighted() {
+                // Every reader of weighted rows sorts them: sorted on the partitions' cores,
+                // the final aggregation's stable sort only merges their runs.
+                (0..2).for_each(|c| rows.sort_own(c));
             }
         }
         let mut columns: [Vec<Vec<f64>>; 4] = Default::default();
