@@ -44,7 +44,7 @@ const SHAPE: CallShape = CallShape {
     doc_section(label = "Calibration Metrics"),
     description = "Exact area under the ROC curve: the probability that a random positive scores above a random \
 negative (Mann–Whitney), ties counted one half, weighted by `w` when given (as scikit-learn's `roc_auc_score` \
-with `sample_weight`). NULL when only one class is present. Keeps every row in memory (8 bytes a row), or, \
+with `sample_weight`). NULL when only one class is present. Keeps every row (8 bytes a row, 16 weighted; spilled to disk under a memory limit), or, \
 unweighted and once a group has 65,536 rows whose scores repeat (at most a quarter as many distinct scores as \
 rows), a count per distinct score.",
     syntax_example = "auc(p, y [, w])",

@@ -38,7 +38,7 @@ calibration\"): `sqrt(max(0, Σ_b n_b/N · [(mean_p_b − mean_y_b)² − mean_y
 with at least 2 rows, which removes the upward bias of the plug-in binned estimate. Exactly \
 uncertainty-calibration 0.1.4's `get_calibration_error(p, y)`: when the number D of distinct p satisfies \
 4·D < N each distinct value is a bin, else 15 equal-mass bins with edges at midpoints between neighbouring \
-order statistics; a p equal to an edge goes to the lower bin. Keeps every row in memory (8 bytes each). NULL \
+order statistics; a p equal to an edge goes to the lower bin. Keeps every row (8 bytes each; spilled to disk under a memory limit). NULL \
 when no row is usable.",
     syntax_example = "ece_debiased(p, y)",
     sql_example = r#"```sql

@@ -433,57 +433,33 @@ impl ValueStore {
         self.bytes += (after - before) * size_of::<f64>();
     }
 
-    /// The fast path of one group and checked, unweighted rows: every score is written to
-    /// the end of both classes' vectors and only its own class's length advances, so there
-    /// is no branch on the label (which real labels would mispredict half the time).
-    fn push_all<Y: Label>(&mut self, p: &[f64], y: &[Y]) {
-        let rows = &mut self.groups[0];
-        let before = rows.p[0].capacity() + rows.p[1].capacity();
-        let [neg, pos] = &mut rows.p;
-        let (mut n0, mut n1) = (neg.len(), pos.len());
-        make_room(neg, p.len());
-        make_room(pos, p.len());
-        neg.resize(n0 + p.len(), 0.0);
-        pos.resize(n1 + p.len(), 0.0);
-        for (&pi, &yi) in p.iter().zip(y) {
-            neg[n0] = pi;
-            pos[n1] = pi;
-            let positive = yi.bit() as usize;
-            n1 += positive;
-            n0 += 1 - positive;
-        }
-        neg.truncate(n0);
-        pos.truncate(n1);
-        let after = rows.p[0].capacity() + rows.p[1].capacity();
-        self.bytes += (after - before) * size_of::<f64>();
-    }
-
-    /// [`Self::push_all`] with checked weights: each row's score and weight go to the end of
-    /// both classes' vectors, and only its own class's length advances.
-    fn push_all_weighted<Y: Label>(&mut self, p: &[f64], y: &[Y], w: &[f64]) {
+    /// The fast path of one group and checked rows (weights too, when given): every score
+    /// (and weight) is written to the end of both classes' vectors and only its own class's
+    /// length advances, so there is no branch on the label (which real labels would
+    /// mispredict half the time).
+    fn push_all<Y: Label>(&mut self, p: &[f64], y: &[Y], w: Option<&[f64]>) {
         let rows = &mut self.groups[0];
         let capacity = |r: &Rows| r.p.iter().chain(&r.w).map(Vec::capacity).sum::<usize>();
         let before = capacity(rows);
-        let [neg, pos] = &mut rows.p;
-        let [wneg, wpos] = &mut rows.w;
-        let (mut n0, mut n1) = (neg.len(), pos.len());
-        for v in [&mut *neg, &mut *pos, &mut *wneg, &mut *wpos] {
-            make_room(v, p.len());
-            v.resize(v.len() + p.len(), 0.0);
+        let lens = [rows.p[0].len(), rows.p[1].len()];
+        let columns = std::iter::once((&mut rows.p, p)).chain(w.map(|w| (&mut rows.w, w)));
+        for (classes, values) in columns {
+            let [neg, pos] = classes;
+            let (mut n0, mut n1) = (lens[0], lens[1]);
+            for v in [&mut *neg, &mut *pos] {
+                make_room(v, values.len());
+                v.resize(v.len() + values.len(), 0.0);
+            }
+            for (&x, &yi) in values.iter().zip(y) {
+                neg[n0] = x;
+                pos[n1] = x;
+                let positive = yi.bit() as usize;
+                n1 += positive;
+                n0 += 1 - positive;
+            }
+            neg.truncate(n0);
+            pos.truncate(n1);
         }
-        for ((&pi, &yi), &wi) in p.iter().zip(y).zip(w) {
-            neg[n0] = pi;
-            wneg[n0] = wi;
-            pos[n1] = pi;
-            wpos[n1] = wi;
-            let positive = yi.bit() as usize;
-            n1 += positive;
-            n0 += 1 - positive;
-        }
-        neg.truncate(n0);
-        wneg.truncate(n0);
-        pos.truncate(n1);
-        wpos.truncate(n1);
         self.bytes += (capacity(&self.groups[0]) - before) * size_of::<f64>();
     }
 
@@ -499,25 +475,12 @@ impl ValueStore {
         let p = f64s(&values[self.p_col]).values().clone();
         let w = self.w_col.map(|i| f64s(&values[i]).values().clone());
         let mask = usable_rows_pyw(values, (self.p_col, self.y_col), self.w_col, filter);
-        if mask.is_none() && self.groups.len() == 1 && w.is_none() && all_probabilities(&p) {
+        let w_ok = w.as_ref().is_none_or(|w| all_weights(w));
+        if mask.is_none() && self.groups.len() == 1 && w_ok && all_probabilities(&p) {
             let added = with_labels!(&values[self.y_col], |y| {
                 let ok = all_labels(y);
                 if ok {
-                    self.push_all(&p, y);
-                }
-                ok
-            });
-            if added == Some(true) {
-                return self.fit_budget();
-            }
-        }
-        if let Some(w) = w.as_ref().filter(|w| {
-            mask.is_none() && self.groups.len() == 1 && all_probabilities(&p) && all_weights(w)
-        }) {
-            let added = with_labels!(&values[self.y_col], |y| {
-                let ok = all_labels(y);
-                if ok {
-                    self.push_all_weighted(&p, y, w);
+                    self.push_all(&p, y, w.as_deref());
                 }
                 ok
             });
