@@ -39,6 +39,8 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result};
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::{source_as_provider, MemTable};
+use datafusion::execution::disk_manager::{DiskManager, DiskManagerMode};
+use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{Expr, LogicalPlan, TableSource};
@@ -251,6 +253,14 @@ pub async fn run_executor(config: ExecutorConfig) -> Result<()> {
         return plan_err!("calibsql executor: --concurrent-tasks must be at least 1");
     }
     let registry = Arc::new(function_registry()?);
+    // Under a memory limit, the rows the aggregates keep (and the fits' states) are held in a
+    // pool of the limit of their own and spill to the work directory: Ballista gives each
+    // task a pool of its own, which an aggregate cannot reach. Held here for the executor's
+    // life (the functions hold them weakly).
+    let _kept_rows = match config.memory_limit {
+        Some(limit) => Some(kept_rows_target(limit, config.work_dir.as_deref())?),
+        None => None,
+    };
     let process = ExecutorProcessConfig {
         bind_host: config.bind.ip().to_string(),
         // Bound to every interface (0.0.0.0): the scheduler takes the address the executor's
@@ -279,6 +289,25 @@ pub async fn run_executor(config: ExecutorConfig) -> Result<()> {
     start_executor_process(Arc::new(process))
         .await
         .map_err(ballista_error)
+}
+
+/// The pool of `limit` bytes and the disk manager (temporary files under `work_dir`, else
+/// the system's) that the aggregates keeping rows use in an executor
+/// ([`calibsql_udfs::spill_to`]); they stay installed while the returned pair lives.
+fn kept_rows_target(
+    limit: u64,
+    work_dir: Option<&std::path::Path>,
+) -> Result<(Arc<DiskManager>, Arc<dyn MemoryPool>)> {
+    let mode = match work_dir {
+        Some(dir) => DiskManagerMode::Directories(vec![dir.to_path_buf()]),
+        None => DiskManagerMode::OsTmpDirectory,
+    };
+    let disk = Arc::new(DiskManager::builder().with_mode(mode).build()?);
+    let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(
+        usize::try_from(limit).unwrap_or(usize::MAX),
+    ));
+    calibsql_udfs::spill_to(&disk, &pool);
+    Ok((disk, pool))
 }
 
 /// Starts an executor on the current tokio runtime, in this process, with `concurrent_tasks`
