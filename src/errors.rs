@@ -93,6 +93,21 @@ fn grpc_status_message(text: &str) -> Option<String> {
     })
 }
 
+/// A Ballista task's "Resources exhausted" as the client gets it, the task's error in its
+/// debug form (`Job … failed: … DataFusionError(Shared(…ResourcesExhausted("…")…))`): the
+/// job's words, the pool's message and the hint for executors.
+fn remote_resources_exhausted(text: &str) -> Option<String> {
+    const KIND: &str = "ResourcesExhausted(\"";
+    let start = text.find(KIND)? + KIND.len();
+    let end = start + text[start..].find("\")")?;
+    let job = &text[..text.find("DataFusionError(")?];
+    let pool = text[start..end].replace("\\\"", "\"");
+    Some(format!(
+        "{job}Resources exhausted: {pool} (hint: on a cluster the limit is each executor's, \
+         calibsql executor --memory-limit: {MEMORY_HINT})"
+    ))
+}
+
 fn describe_datafusion(error: &DataFusionError) -> String {
     if let Some(plain) = find_plain(error) {
         return plain.to_string();
@@ -106,6 +121,9 @@ fn describe_datafusion(error: &DataFusionError) -> String {
         return format!("{error} (hint: {MEMORY_HINT})");
     }
     let text = error.to_string();
+    if let Some(message) = remote_resources_exhausted(&text) {
+        return message;
+    }
     if text.contains("'push_down_leaf_projections' failed") {
         return format!("{text} (hint: {LEAF_PUSHDOWN_HINT})");
     }
@@ -149,7 +167,27 @@ pub fn one_line(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{dedup_segments, grpc_status_message, one_line};
+    use super::{dedup_segments, grpc_status_message, one_line, remote_resources_exhausted};
+
+    #[test]
+    fn a_remote_tasks_resources_exhausted_reads_as_one() {
+        let text = "Execution error: Job 038GXKB9XA000 failed: Job failed due to stage 0 failed: \
+            Task failed due to runtime execution error: DataFusionError(Shared(External(\
+            DataFusionError(ResourcesExhausted(\"Failed to allocate additional 6.0 MB for \
+            AggregateStream[0] with 6.1 MB already allocated for this reservation\")))))";
+        let message = remote_resources_exhausted(text).unwrap();
+        assert!(
+            message.starts_with(
+                "Execution error: Job 038GXKB9XA000 failed: Job failed due to stage 0 failed: \
+                 Task failed due to runtime execution error: Resources exhausted: Failed to \
+                 allocate additional 6.0 MB for AggregateStream[0] with 6.1 MB already \
+                 allocated for this reservation (hint: on a cluster the limit is each \
+                 executor's, calibsql executor --memory-limit: raise --memory-limit;"
+            ),
+            "{message}"
+        );
+        assert_eq!(remote_resources_exhausted("Resources exhausted: x"), None);
+    }
 
     #[test]
     fn grpc_statuses_lose_their_wrapping() {

@@ -605,7 +605,7 @@ fn losing_an_executor_mid_query_still_gives_the_right_answer() {
 /// Executors under `--memory-limit 8M` run the aggregates that keep rows over 2M distinct
 /// scores (16 MB of rows, 32 MB weighted) by spilling them to their work directories, with
 /// the local unlimited run's result; `auc_test`, whose pairs stay in memory, fails with
-/// the pool's error instead of growing past the limit.
+/// the pool's error instead of growing past the limit, in one line with the executors' hint.
 #[test]
 fn executors_spill_kept_rows_under_their_memory_limit() {
     let data = child::scratch_dir("cluster-data-");
@@ -660,7 +660,9 @@ fn executors_spill_kept_rows_under_their_memory_limit() {
     let stderr = String::from_utf8_lossy(&remote.stderr);
     assert!(
         !remote.status.success()
-            && (stderr.contains("Resources exhausted") || stderr.contains("ResourcesExhausted")),
+            && stderr.contains("Resources exhausted: Failed to allocate")
+            && stderr.contains("hint: on a cluster the limit is each executor's")
+            && !stderr.contains("DataFusionError("),
         "{sql} on the cluster: {stderr}"
     );
     for i in [1, 2] {
