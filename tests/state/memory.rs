@@ -188,6 +188,42 @@ fn row_keeping_aggregates_spill_under_the_memory_limit() {
     assert!(ok, "{stderr}");
 }
 
+/// Weighted rows with integer weights give what their rows repeated that many times give
+/// unweighted: an identity, not the code against itself, since the unweighted `auc` counts
+/// in exact integers and the weighted one sums weights, over other paths (runs of the
+/// partitions' sorted rows read where they lie, unlimited; spilled runs merged, under 8 MB).
+/// 300,000 distinct scores, weights 1 to 3.
+#[test]
+fn weighted_kept_rows_equal_their_rows_repeated() {
+    let dir = child::scratch_dir("memory-");
+    write_distinct_scores(dir.path(), 300_000);
+    let repeated = "FROM t JOIN generate_series(1, 3) AS g(k) ON g.k <= 1 + t.site % 3";
+    let weight = "CAST(1 + site % 3 AS DOUBLE)";
+    for (weighted, unweighted) in [
+        (
+            format!("SELECT auc(p, y, {weight}) FROM t"),
+            format!("SELECT auc(p, y) {repeated}"),
+        ),
+        (
+            format!("SELECT calibration_decomposition(p, y, 'brier', {weight}) FROM t"),
+            format!("SELECT calibration_decomposition(p, y, 'brier') {repeated}"),
+        ),
+        (
+            format!("SELECT ece(p, y, 15, 'uniform', {weight}) FROM t"),
+            format!("SELECT ece(p, y, 15, 'uniform') {repeated}"),
+        ),
+    ] {
+        let (ok, want, stderr, _) = run_with(dir.path(), &[], &unweighted);
+        assert!(ok, "{unweighted}: {stderr}");
+        for flags in [&[][..], &["--memory-limit", "8M"][..]] {
+            let (ok, got, stderr, _) = run_with(dir.path(), flags, &weighted);
+            assert!(ok, "{weighted} {flags:?}: {stderr}");
+            let (got, want) = (got.lines().nth(1).unwrap(), want.lines().nth(1).unwrap());
+            assert_same_numbers(got, want, &weighted);
+        }
+    }
+}
+
 /// `auc` over scores that repeat counts each group's rows per distinct score once it has
 /// 65,536 of them, so 3M rows with 100 distinct scores (24 MB as rows) run under a limit of
 /// 8 MB. Expected values: scikit-learn `roc_auc_score(y, p)` on the same rows rebuilt in

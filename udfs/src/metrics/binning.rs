@@ -262,26 +262,32 @@ pub(crate) fn kth_of_two(a: &[f64], b: &[f64], k: usize) -> f64 {
     }
 }
 
-/// The M+1 edges of `'quantile'` bins over a group's sorted classes ([`Rows::sorted`]):
-/// numpy's `percentile(p, linspace(0, 1, M+1)*100)` (method `'linear'`) unweighted, and
-/// `percentile(p, …, weights=w, method='inverted_cdf')` weighted.
-pub(crate) fn quantile_edges(classes: [(&[f64], &[f64]); 2], m: usize) -> Vec<f64> {
-    let [(neg, wn), (pos, wp)] = classes;
+/// The M+1 edges of `'quantile'` bins over a group's unweighted rows, each class one
+/// ascending slice: numpy's `percentile(p, linspace(0, 1, M+1)*100)` (method `'linear'`).
+pub(crate) fn quantile_edges(neg: &[f64], pos: &[f64], m: usize) -> Vec<f64> {
     let n = neg.len() + pos.len();
+    unweighted_quantile_edges(n, &quantile_levels(m), |i| kth_of_two(neg, pos, i))
+}
+
+/// The M+1 edges of `'quantile'` bins over a group's weighted rows, each class ascending
+/// (scores, weights) parts: numpy's `percentile(p, linspace(0, 1, M+1)*100,
+/// weights=w, method='inverted_cdf')`, the first score whose cumulative weight share
+/// cdf = cumsum(w) / total reaches q, where the leading zero shares count as −1 (never
+/// reached); the last score when none does. Two sweeps over the distinct scores, without a
+/// copy: the total, then the shares (summed a score at a time: the same edges as numpy's
+/// row at a time, up to the sums' rounding).
+pub(crate) fn weighted_quantile_edges(
+    negs: &[(&[f64], &[f64])],
+    poss: &[(&[f64], &[f64])],
+    m: usize,
+) -> Vec<f64> {
     let qs = quantile_levels(m);
-    if wn.is_empty() && wp.is_empty() {
-        return unweighted_quantile_edges(n, &qs, |i| kth_of_two(neg, pos, i));
-    }
-    // Weighted: numpy's inverted CDF over the two classes merged by score: the first value
-    // whose cumulative weight share cdf = cumsum(w) / total reaches q, where the leading
-    // zero shares count as −1 (never reached); the last value when none does. Two passes
-    // over the merge, without a copy: the total, then the shares (the same sums in the same
-    // order, so the same shares as numpy's arrays).
-    let total: f64 = merged_weighted(classes).map(|(_, w)| w).sum();
+    let mut total = 0.0;
+    values::for_each_weighted_score(negs, poss, |_, w0, w1| total += w0 + w1);
     let mut edges = Vec::with_capacity(qs.len());
     let (mut s, mut last) = (0.0, f64::NAN);
-    for (p, w) in merged_weighted(classes) {
-        s += w;
+    values::for_each_weighted_score(negs, poss, |p, w0, w1| {
+        s += w0 + w1;
         last = p;
         let cdf = s / total;
         // Reached: not below q (a NaN share, of a zero total, reaches every q, as in numpy).
@@ -291,11 +297,8 @@ pub(crate) fn quantile_edges(classes: [(&[f64], &[f64]); 2], m: usize) -> Vec<f6
         {
             edges.push(p);
         }
-        if edges.len() == qs.len() {
-            break;
-        }
-    }
-    // Past the end (the shares' rounding): numpy's index clipped to the last value.
+    });
+    // Past the end (the shares' rounding): numpy's index clipped to the last score.
     edges.resize(qs.len(), last);
     edges
 }
@@ -346,35 +349,9 @@ pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>>
     Some(unweighted_quantile_edges(n, &qs, at))
 }
 
-/// The (score, weight) rows of both sorted classes merged by score (stable: negatives
-/// before positives on ties).
-pub(crate) fn merged_weighted<'a>(
-    [(neg, wn), (pos, wp)]: [(&'a [f64], &'a [f64]); 2],
-) -> impl Iterator<Item = (f64, f64)> + 'a {
-    let (mut i, mut j) = (0, 0);
-    std::iter::from_fn(move || {
-        if j >= pos.len() || (i < neg.len() && neg[i] <= pos[j]) {
-            let row = (*neg.get(i)?, wn.get(i).copied().unwrap_or(1.0));
-            i += 1;
-            Some(row)
-        } else {
-            let row = (pos[j], wp.get(j).copied().unwrap_or(1.0));
-            j += 1;
-            Some(row)
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rows(p: &[f64]) -> Rows {
-        let mut r = Rows::default();
-        r.p[0] = p.to_vec();
-        r.p[0].sort_by(f64::total_cmp);
-        r
-    }
 
     #[test]
     fn kth_of_two_is_the_merged_order_statistic() {
@@ -392,7 +369,7 @@ mod tests {
 
     #[test]
     fn quantile_edges_of_constant_p_are_all_equal() {
-        let e = quantile_edges(rows(&[0.1; 10]).sorted(), 10);
+        let e = quantile_edges(&[0.1; 10], &[], 10);
         assert!(e.iter().all(|&x| x == 0.1));
     }
 
@@ -400,7 +377,7 @@ mod tests {
     fn quantile_edges_interpolate_linearly() {
         // numpy.percentile([0, 1, 2, 3], [0, 50, 100]) = [0, 1.5, 3]
         assert_eq!(
-            quantile_edges(rows(&[0.0, 1.0, 2.0, 3.0]).sorted(), 2),
+            quantile_edges(&[0.0, 1.0, 2.0, 3.0], &[], 2),
             [0.0, 1.5, 3.0]
         );
     }

@@ -136,7 +136,7 @@ fn ece_debiased_of(rows: &mut Rows) -> Option<f64> {
             }
         }
     }
-    let [(neg, _), (pos, _)] = rows.sorted();
+    let [neg, pos] = rows.sorted();
     let mut distinct = 0usize;
     let mut last = f64::NAN;
     for p in merged(neg, pos) {

@@ -4,7 +4,7 @@
 //! bin. Many unweighted rows take one pass instead (`quantile_pass`).
 
 use super::bin_sums::{sum_copies, Bin, BinStats, COPIES};
-use super::binning::{quantile_edges, quantile_edges_unsorted};
+use super::binning::{quantile_edges, quantile_edges_unsorted, weighted_quantile_edges};
 use super::quantile_pass::{one_pass, EdgeRule};
 use crate::values::Rows;
 
@@ -52,20 +52,32 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
         add_class_sums(&mut out, &edges, &sums);
         return out;
     }
-    let classes = rows.sorted();
-    let edges = quantile_edges(classes, m);
+    // Each class as ascending parts (scores, weights): a weighted group's are read where
+    // they lie; an unweighted group's are sorted into one slice a class.
+    let (edges, classes) = if rows.weighted() {
+        let [negs, poss] = rows.sorted_weighted_parts();
+        (weighted_quantile_edges(&negs, &poss, m), [negs, poss])
+    } else {
+        let [neg, pos] = rows.sorted();
+        (
+            quantile_edges(neg, pos, m),
+            [vec![(neg, &[][..])], vec![(pos, &[][..])]],
+        )
+    };
     let inner = &edges[1..m];
     set_edges(&mut out, &edges);
-    for (c, (ps, ws)) in classes.into_iter().enumerate() {
+    for (c, parts) in classes.into_iter().enumerate() {
         let y = c as f64;
-        // Rows are sorted: walk the edges along with them.
-        let mut b = 0;
-        for (i, &p) in ps.iter().enumerate() {
-            while b < inner.len() && inner[b] < p {
-                b += 1;
+        for (ps, ws) in parts {
+            // A part is sorted: walk the edges along with it.
+            let mut b = 0;
+            for (i, &p) in ps.iter().enumerate() {
+                while b < inner.len() && inner[b] < p {
+                    b += 1;
+                }
+                let w = ws.get(i).copied().unwrap_or(1.0);
+                out[b.min(m - 1)].stats.add_row(p, y, w);
             }
-            let w = ws.get(i).copied().unwrap_or(1.0);
-            out[b.min(m - 1)].stats.add_row(p, y, w);
         }
     }
     out

@@ -10,18 +10,20 @@
 //! The partial state is four `List<Float64>` columns: the scores of the negatives and of the
 //! positives, and their weights (empty lists when the call has no weight).
 //!
-//! Merging does not copy a large unweighted state: a group keeps the incoming Arrow buffer's
-//! slice as a *run* ([`Rows::runs`]), so a final aggregation over a few big partial states
-//! holds each row once instead of once in the states and once more in its own vectors. `auc`
-//! sorts its rows before it hands them on ([`ValueStore::sort_on_emit`], in place), so its
-//! runs arrive sorted and are read in order where they lie; `'quantile'` edges select order
-//! statistics across the runs without sorting. Every other reader takes each class as one
-//! sorted slice ([`Rows::sorted`]), the runs first copied into the group's own vectors.
+//! Merging does not copy a large state: a group keeps the incoming Arrow buffer's slice as a
+//! *run* ([`Rows::runs`], and its weights' slice in [`Rows::runs_w`]), so a final
+//! aggregation over a few big partial states holds each row once instead of once in the
+//! states and once more in its own vectors. `auc` sorts its rows before it hands them on
+//! ([`ValueStore::sort_on_emit`], in place), and every store its weighted rows, so those
+//! runs arrive sorted and are read in order where they lie ([`Rows::sorted_parts`],
+//! [`Rows::sorted_weighted_parts`]); `'quantile'` edges select order statistics across the
+//! runs without sorting. The readers that need one sorted slice a class ([`Rows::sorted`])
+//! first copy the runs into the group's own vectors.
 //!
 //! Under a memory limit, rows that no longer fit are sorted and spilled to disk (weights
 //! beside their scores), and read back through a memory map as sorted runs of their own
-//! ([`Rows::spilled`]; see [`spill`]). [`Rows::sorted`] merges a spilled class into one
-//! spilled run instead of reading it back into memory.
+//! ([`Rows::spilled`]; see [`spill`]). A class with more spilled runs than a reader reads at
+//! once is merged into one spilled run instead of read back into memory.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -47,7 +49,7 @@ mod sweep;
 mod tally;
 pub(crate) use distinct::at_least_distinct;
 pub(crate) use order::{is_sorted_f64, rank_of_sorted, select_ranks, sort_f64};
-pub(crate) use sweep::{class_runs, for_each_score, sweep};
+pub(crate) use sweep::{class_runs, for_each_score, for_each_weighted_score, sweep};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
 
 /// Rows a vector holds before it grows by an eighth rather than doubling (8 MiB of f64).
@@ -117,15 +119,29 @@ pub(crate) struct Rows {
     pub p: [Vec<f64>; 2],
     /// Weights per class, parallel to `p`; empty when the call has no weight.
     pub w: [Vec<f64>; 2],
-    /// More unweighted scores per class: slices of merged states' buffers, kept without a
-    /// copy (see the module documentation). Empty in a weighted group.
+    /// More scores per class: slices of merged states' buffers, kept without a copy (see
+    /// the module documentation).
     pub runs: [Vec<ScalarBuffer<f64>>; 2],
+    /// The weights of the runs, a slice each, parallel to `runs`; empty in an unweighted
+    /// group.
+    pub runs_w: [Vec<ScalarBuffer<f64>>; 2],
     /// More scores per class, ascending: runs spilled to disk and mapped (by this store, or
     /// by the partial state it merged). Their bytes are not memory ([`spill`]).
     pub spilled: [Vec<ScalarBuffer<f64>>; 2],
     /// The weights of the spilled runs, a run each, parallel to `spilled`; empty in an
     /// unweighted group.
     pub spilled_w: [Vec<ScalarBuffer<f64>>; 2],
+}
+
+/// Appends `runs` to `own`, reserving their length once.
+fn append(own: &mut Vec<f64>, runs: Vec<ScalarBuffer<f64>>) {
+    if runs.is_empty() {
+        return;
+    }
+    own.reserve_exact(runs.iter().map(|r| r.len()).sum());
+    for r in runs {
+        own.extend_from_slice(&r);
+    }
 }
 
 /// Most sources (own rows and runs) per class that [`Rows::sorted_parts`] reads in place;
@@ -149,17 +165,29 @@ impl Rows {
         self.spilled.iter().any(|s| !s.is_empty())
     }
 
-    /// Whether the rows carry weights (held or spilled).
+    /// Whether the rows carry weights (held, in runs or spilled).
     pub(crate) fn weighted(&self) -> bool {
-        self.w.iter().any(|w| !w.is_empty()) || self.spilled_w.iter().any(|w| !w.is_empty())
+        self.w.iter().any(|w| !w.is_empty())
+            || self
+                .runs_w
+                .iter()
+                .chain(&self.spilled_w)
+                .any(|w| !w.is_empty())
     }
 
     fn bytes(&self) -> usize {
+        let runs: usize = self
+            .runs
+            .iter()
+            .chain(&self.runs_w)
+            .flatten()
+            .map(|r| r.len())
+            .sum();
         (self.p[0].capacity()
             + self.p[1].capacity()
             + self.w[0].capacity()
             + self.w[1].capacity()
-            + self.runs.iter().flatten().map(|r| r.len()).sum::<usize>())
+            + runs)
             * size_of::<f64>()
     }
 
@@ -171,9 +199,10 @@ impl Rows {
             .collect()
     }
 
-    /// Class `c`'s weights, parallel to [`Self::parts`] (a weighted group has no runs).
+    /// Class `c`'s weights, parallel to [`Self::parts`] (empty slices unweighted).
     fn weight_parts(&self, c: usize) -> Vec<&[f64]> {
         std::iter::once(&self.w[c][..])
+            .chain(self.runs_w[c].iter().map(|r| &r[..]))
             .chain(self.spilled_w[c].iter().map(|r| &r[..]))
             .collect()
     }
@@ -187,22 +216,20 @@ impl Rows {
     }
 
     fn absorb_class(&mut self, c: usize) {
-        let append = |own: &mut Vec<f64>, runs: Vec<ScalarBuffer<f64>>| {
-            own.reserve_exact(runs.iter().map(|r| r.len()).sum());
-            for r in runs {
-                own.extend_from_slice(&r);
-            }
-        };
-        if !self.runs[c].is_empty() || !self.spilled[c].is_empty() {
-            let runs = std::mem::take(&mut self.runs[c])
-                .into_iter()
-                .chain(std::mem::take(&mut self.spilled[c]))
-                .collect();
-            append(&mut self.p[c], runs);
-        }
-        if !self.spilled_w[c].is_empty() {
-            append(&mut self.w[c], std::mem::take(&mut self.spilled_w[c]));
-        }
+        self.absorb_runs_of(c);
+        self.absorb_spilled_of(c);
+    }
+
+    /// Copies class `c`'s runs (and their weights) into its own vectors.
+    fn absorb_runs_of(&mut self, c: usize) {
+        append(&mut self.p[c], std::mem::take(&mut self.runs[c]));
+        append(&mut self.w[c], std::mem::take(&mut self.runs_w[c]));
+    }
+
+    /// Copies class `c`'s spilled runs (and their weights) into its own vectors.
+    fn absorb_spilled_of(&mut self, c: usize) {
+        append(&mut self.p[c], std::mem::take(&mut self.spilled[c]));
+        append(&mut self.w[c], std::mem::take(&mut self.spilled_w[c]));
     }
 
     /// Sorts class `c`'s own rows by score, weights following their scores.
@@ -229,13 +256,17 @@ impl Rows {
     /// did not arrive sorted are copied into the own rows, which are sorted. The class holds
     /// the same rows.
     fn sort_parts(&mut self, c: usize) {
-        let (sorted, unsorted): (Vec<_>, Vec<_>) = std::mem::take(&mut self.runs[c])
-            .into_iter()
-            .partition(|r| is_sorted_f64(r));
-        self.runs[c] = sorted;
-        self.p[c].reserve_exact(unsorted.iter().map(|r| r.len()).sum());
-        for r in &unsorted {
-            self.p[c].extend_from_slice(r);
+        let runs = std::mem::take(&mut self.runs[c]);
+        let mut weights = std::mem::take(&mut self.runs_w[c]).into_iter();
+        for run in runs {
+            let w = weights.next();
+            if is_sorted_f64(&run) {
+                self.runs[c].push(run);
+                self.runs_w[c].extend(w);
+            } else {
+                append(&mut self.p[c], vec![run]);
+                append(&mut self.w[c], w.into_iter().collect());
+            }
         }
         self.sort_own(c);
     }
@@ -263,6 +294,7 @@ impl Rows {
                 self.spilled[c] = vec![run(0)];
                 self.spilled_w[c] = if weighted { vec![run(1)] } else { vec![] };
                 self.runs[c] = vec![];
+                self.runs_w[c] = vec![];
                 self.p[c] = vec![];
                 self.w[c] = vec![];
                 true
@@ -272,12 +304,32 @@ impl Rows {
         }
     }
 
-    /// The unweighted scores of each class as ascending slices, sorting where needed: the
-    /// own vector in place, and runs that arrived sorted read where they lie. Runs that are
-    /// not sorted, or more than [`MAX_SORTED_PARTS`] sources, are absorbed and sorted.
-    /// A group with spilled runs and more sources than that merges them all into one
-    /// spilled run instead (its memory stays free).
+    /// The scores of each class as ascending slices, sorting where needed: the own vector in
+    /// place, and runs that arrived sorted read where they lie. Runs that are not sorted, or
+    /// more than [`MAX_SORTED_PARTS`] sources, are absorbed and sorted. A group with
+    /// spilled runs and more sources than that merges them all into one spilled run instead
+    /// (its memory stays free).
     pub(crate) fn sorted_parts(&mut self) -> [Vec<&[f64]>; 2] {
+        self.make_parts_sorted();
+        [self.parts(0), self.parts(1)]
+    }
+
+    /// [`Self::sorted_parts`] with each part's weights (empty slices in an unweighted group).
+    pub(crate) fn sorted_weighted_parts(&mut self) -> [Vec<(&[f64], &[f64])>; 2] {
+        self.make_parts_sorted();
+        let weighted = self.weighted();
+        [0, 1].map(|c| {
+            let weights = self.weight_parts(c);
+            let weight = |i: usize| if weighted { weights[i] } else { &[][..] };
+            self.parts(c)
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (p, weight(i)))
+                .collect()
+        })
+    }
+
+    fn make_parts_sorted(&mut self) {
         for c in 0..2 {
             let sources = 1 + self.runs[c].len() + self.spilled[c].len();
             if !self.spilled[c].is_empty()
@@ -288,28 +340,22 @@ impl Rows {
             }
             let sorted = self.runs[c].iter().all(|r| is_sorted_f64(r));
             if !sorted || sources > MAX_SORTED_PARTS {
-                let runs = std::mem::take(&mut self.runs[c]);
-                self.p[c].reserve_exact(runs.iter().map(|r| r.len()).sum());
-                for r in runs {
-                    self.p[c].extend_from_slice(&r);
-                }
+                self.absorb_runs_of(c);
                 if self.spilled[c].len() + 1 > MAX_SORTED_PARTS {
                     // No spill target any more: back in memory.
-                    for r in std::mem::take(&mut self.spilled[c]) {
-                        self.p[c].extend_from_slice(&r);
-                    }
+                    self.absorb_spilled_of(c);
                 }
             }
-            sort_f64(&mut self.p[c]);
+            self.sort_own(c);
         }
-        [self.parts(0), self.parts(1)]
     }
 
-    /// Each class as one ascending slice of scores and their weights (empty when the group
-    /// is unweighted). A class with spilled runs is merged into one spilled run (its memory
-    /// stays free; in memory if the disk fails); any other is sorted in memory, its runs
-    /// absorbed first.
-    pub(crate) fn sorted(&mut self) -> [(&[f64], &[f64]); 2] {
+    /// Each class's scores as one ascending slice, for the readers of unweighted rows that
+    /// need one (weighted readers take [`Self::sorted_weighted_parts`]). A class with spilled
+    /// runs is merged into one spilled run (its memory stays free; in memory if the disk
+    /// fails); any other is sorted in memory, its runs absorbed first.
+    pub(crate) fn sorted(&mut self) -> [&[f64]; 2] {
+        debug_assert!(!self.weighted(), "Rows::sorted of weighted rows");
         for c in 0..2 {
             let one_spilled =
                 self.spilled[c].len() == 1 && self.p[c].is_empty() && self.runs[c].is_empty();
@@ -319,13 +365,10 @@ impl Rows {
             self.absorb_class(c);
             self.sort_own(c);
         }
-        let class = |c: usize| -> (&[f64], &[f64]) {
-            match (self.spilled[c].first(), self.spilled_w[c].first()) {
-                (Some(p), w) => (p, w.map_or(&[][..], |w| &w[..])),
-                (None, _) => (&self.p[c], &self.w[c]),
-            }
-        };
-        [class(0), class(1)]
+        [0, 1].map(|c| match self.spilled[c].first() {
+            Some(run) => &run[..],
+            None => &self.p[c][..],
+        })
     }
 }
 
@@ -530,13 +573,16 @@ impl ValueStore {
         let written = self.write_runs(|rows, c| {
             let mut parts = vec![&rows.p[c][..]];
             parts.extend(rows.runs[c].iter().map(|r| &r[..]));
-            (parts, vec![&rows.w[c][..]])
+            let mut weights = vec![&rows.w[c][..]];
+            weights.extend(rows.runs_w[c].iter().map(|r| &r[..]));
+            (parts, weights)
         })?;
         for (g, c, run, weights) in written {
             let rows = &mut self.groups[g];
             rows.p[c] = vec![];
             rows.w[c] = vec![];
             rows.runs[c] = vec![];
+            rows.runs_w[c] = vec![];
             rows.spilled[c].push(run);
             rows.spilled_w[c].extend(weights);
         }
@@ -777,9 +823,13 @@ impl ValueStore {
                     }
                     continue;
                 }
-                if !weighted && span.len() >= MIN_RUN {
+                if span.len() >= MIN_RUN {
                     rows.runs[c].push(buffers[c].slice(span.start, span.len()));
                     self.bytes += span.len() * size_of::<f64>();
+                    if weighted {
+                        rows.runs_w[c].push(buffers[2 + c].slice(wspan.start, wspan.len()));
+                        self.bytes += wspan.len() * size_of::<f64>();
+                    }
                     continue;
                 }
                 let before = rows.p[c].capacity() + rows.w[c].capacity();
@@ -891,16 +941,21 @@ mod tests {
         assert!(fin.groups.iter().all(Rows::has_spilled), "runs not kept");
         for (gi, want) in want.iter_mut().enumerate() {
             assert_eq!(fin.groups[gi].weighted(), weighted);
-            let classes = fin.groups[gi].sorted();
-            for (c, (ps, ws)) in classes.into_iter().enumerate() {
+            let classes = fin.groups[gi].sorted_weighted_parts();
+            for (c, parts) in classes.into_iter().enumerate() {
                 want[c].sort_by(|a, b| a.0.total_cmp(&b.0));
-                let got: Vec<(f64, f64)> = if weighted {
-                    assert_eq!(ws.len(), ps.len());
-                    ps.iter().copied().zip(ws.iter().copied()).collect()
-                } else {
-                    assert!(ws.is_empty());
-                    ps.iter().map(|&x| (x, 1.0)).collect()
-                };
+                let mut got: Vec<(f64, f64)> = vec![];
+                for (ps, ws) in parts {
+                    assert!(is_sorted_f64(ps));
+                    if weighted {
+                        assert_eq!(ws.len(), ps.len());
+                        got.extend(ps.iter().copied().zip(ws.iter().copied()));
+                    } else {
+                        assert!(ws.is_empty());
+                        got.extend(ps.iter().map(|&x| (x, 1.0)));
+                    }
+                }
+                got.sort_by(|a, b| a.0.total_cmp(&b.0));
                 assert_eq!(got, want[c], "weighted {weighted}, group {gi}, class {c}");
             }
         }

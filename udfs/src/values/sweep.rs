@@ -117,7 +117,8 @@ pub(crate) fn sweep(
 
 /// Calls `f(score, negatives' weight, positives' weight)` at each distinct score of a
 /// group's rows and tallies, ascending (−0 and +0 are one score). Unweighted rows weigh 1
-/// each; weighted rows are sorted first (`Rows::sorted`; weighted groups have no tallies).
+/// each; weighted rows are read in their sorted parts (`Rows::sorted_weighted_parts`;
+/// weighted groups have no tallies).
 pub(crate) fn for_each_score(
     rows: &mut Rows,
     tally: &[Tally; 2],
@@ -132,24 +133,65 @@ pub(crate) fn for_each_score(
         );
         return;
     }
-    let [(neg, wn), (pos, wp)] = rows.sorted();
-    let (mut i, mut j) = (0, 0);
-    while i < neg.len() || j < pos.len() {
-        let v = match (neg.get(i), pos.get(j)) {
-            (Some(a), Some(b)) => a.min(*b),
-            (Some(a), None) => *a,
-            (None, Some(b)) => *b,
-            (None, None) => unreachable!(),
+    let [negs, poss] = rows.sorted_weighted_parts();
+    for_each_weighted_score(&negs, &poss, f);
+}
+
+/// Calls `f(score, negatives' weight, positives' weight)` at each distinct score of the
+/// two classes' ascending (scores, weights) parts, ascending (−0 and +0 are one score).
+pub(crate) fn for_each_weighted_score(
+    negs: &[(&[f64], &[f64])],
+    poss: &[(&[f64], &[f64])],
+    mut f: impl FnMut(f64, f64, f64),
+) {
+    let (mut neg, mut pos) = (WeightedRuns::new(negs), WeightedRuns::new(poss));
+    loop {
+        let v = match (neg.peek(), pos.peek()) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return,
         };
-        let (mut n_eq, mut p_eq) = (0.0, 0.0);
-        while i < neg.len() && neg[i] == v {
-            n_eq += wn[i];
-            i += 1;
+        f(v, neg.take(v), pos.take(v));
+    }
+}
+
+/// One class's weighted parts read as one ascending sequence of distinct scores.
+struct WeightedRuns<'a> {
+    /// Each part's scores, weights and the next row.
+    parts: Vec<(&'a [f64], &'a [f64], usize)>,
+}
+
+impl<'a> WeightedRuns<'a> {
+    fn new(parts: &[(&'a [f64], &'a [f64])]) -> Self {
+        WeightedRuns {
+            parts: parts
+                .iter()
+                .filter(|(p, _)| !p.is_empty())
+                .map(|&(p, w)| (p, w, 0))
+                .collect(),
         }
-        while j < pos.len() && pos[j] == v {
-            p_eq += wp[j];
-            j += 1;
+    }
+
+    /// The smallest score not yet read.
+    #[inline]
+    fn peek(&self) -> Option<f64> {
+        self.parts
+            .iter()
+            .filter_map(|(p, _, at)| p.get(*at).copied())
+            .reduce(f64::min)
+    }
+
+    /// Reads past the rows whose score is `v` (in every part), returning their weight.
+    #[inline]
+    fn take(&mut self, v: f64) -> f64 {
+        let mut weight = 0.0;
+        for (p, w, at) in &mut self.parts {
+            while *at < p.len() && p[*at] == v {
+                weight += w[*at];
+                *at += 1;
+            }
         }
-        f(v, n_eq, p_eq);
+        weight
     }
 }
