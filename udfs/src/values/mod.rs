@@ -144,6 +144,34 @@ fn append(own: &mut Vec<f64>, runs: Vec<ScalarBuffer<f64>>) {
     }
 }
 
+/// Sorts scores `p` ascending in `total_cmp` order, each weight of `w` following its score,
+/// in 24 bytes a row at most where a copy of the pairs beside them would take 32: `p` grows
+/// to hold (order-preserving key, weight) pairs, `w` is freed, the pairs are sorted in place
+/// by key (unstably: equal scores' weights in no particular order) and split back.
+fn sort_weighted(p: &mut Vec<f64>, w: &mut Vec<f64>) {
+    let n = p.len();
+    if n < 2 {
+        return;
+    }
+    p.resize(2 * n, 0.0);
+    // Backwards, so that no score is overwritten before it is read (2i ≥ i).
+    for i in (0..n).rev() {
+        p[2 * i] = f64::from_bits(order::key(p[i]));
+        p[2 * i + 1] = w[i];
+    }
+    *w = vec![];
+    let (pairs, _) = p.as_chunks_mut::<2>();
+    pairs.sort_unstable_by_key(|pair| pair[0].to_bits());
+    w.reserve_exact(n);
+    w.extend(pairs.iter().map(|pair| pair[1]));
+    // Forwards, so that no pair is overwritten before it is read (i ≤ 2i).
+    for i in 0..n {
+        p[i] = order::unkey(p[2 * i].to_bits());
+    }
+    p.truncate(n);
+    p.shrink_to_fit();
+}
+
 /// Most sources (own rows and runs) per class that [`Rows::sorted_parts`] reads in place;
 /// past it the runs are copied into the group's own vectors and sorted with them.
 const MAX_SORTED_PARTS: usize = 4;
@@ -236,19 +264,8 @@ impl Rows {
     fn sort_own(&mut self, c: usize) {
         if self.w[c].is_empty() {
             sort_f64(&mut self.p[c]);
-            return;
-        }
-        // By the order-preserving keys (an integer comparison), stably: sorted runs (the
-        // partial states a final aggregation merged) are merged, not sorted again.
-        let mut pairs: Vec<(u64, f64)> = self.p[c]
-            .iter()
-            .zip(&self.w[c])
-            .map(|(&p, &w)| (order::key(p), w))
-            .collect();
-        pairs.sort_by_key(|&(k, _)| k);
-        for (i, (k, w)) in pairs.into_iter().enumerate() {
-            self.p[c][i] = order::unkey(k);
-            self.w[c][i] = w;
+        } else {
+            sort_weighted(&mut self.p[c], &mut self.w[c]);
         }
     }
 
@@ -702,8 +719,8 @@ impl ValueStore {
             self.bytes = self.bytes.saturating_sub(rows.bytes());
             rows.absorb_runs();
             if self.sort_on_emit || self.weighted() {
-                // Every reader of weighted rows sorts them: sorted on the partitions' cores,
-                // the final aggregation's stable sort only merges their runs.
+                // Every reader of weighted rows needs them sorted: sorted on the partitions'
+                // cores, the final aggregation reads them where they lie, as runs.
                 (0..2).for_each(|c| rows.sort_own(c));
             }
         }
@@ -961,6 +978,32 @@ mod tests {
         }
         fin.drain(3);
         assert_eq!(target.reserved(), 0);
+    }
+
+    /// Weighted rows sorted in place read as the (score, weight) pairs given, sorted by
+    /// score (a plain sort of the pairs is the reference; the scores are distinct, so the
+    /// order is one), −0 before +0.
+    #[test]
+    fn weighted_rows_sort_with_their_weights() {
+        let n = 100_003;
+        let mut p: Vec<f64> = (0..n)
+            .map(|i| ((i as u64 * 2654435761) % 1_000_003) as f64 / 1_000_003.0)
+            .collect();
+        p[7] = -0.0;
+        let mut w: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let mut want: Vec<(f64, f64)> = p.iter().copied().zip(w.iter().copied()).collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0));
+        sort_weighted(&mut p, &mut w);
+        let got: Vec<(f64, f64)> = p.iter().copied().zip(w.iter().copied()).collect();
+        assert_eq!(got.len(), n);
+        assert!(got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.0.to_bits() == b.0.to_bits() && a.1 == b.1));
+        assert_eq!((p.capacity(), w.capacity()), (n, n));
+        let (mut one, mut none) = (vec![0.5], vec![2.0]);
+        sort_weighted(&mut one, &mut none);
+        assert_eq!((one, none), (vec![0.5], vec![2.0]));
     }
 
     /// A spilled store whose disk fails when it hands its rows on hands them on from memory,
