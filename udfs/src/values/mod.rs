@@ -235,9 +235,9 @@ impl Rows {
             .collect()
     }
 
-    /// Copies the runs, spilled ones too, into the own vectors (for the readers that need one
-    /// vector a class: a spilled group read this way is back in memory).
-    pub(crate) fn absorb_runs(&mut self) {
+    /// Copies the runs, spilled ones too, into the own vectors (a state handed on from
+    /// memory: one list a class).
+    fn absorb_runs(&mut self) {
         for c in 0..2 {
             self.absorb_class(c);
         }
