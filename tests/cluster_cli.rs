@@ -603,9 +603,10 @@ fn losing_an_executor_mid_query_still_gives_the_right_answer() {
 }
 
 /// Executors under `--memory-limit 8M` run the aggregates that keep rows over 2M distinct
-/// scores (16 MB of rows, 32 MB weighted) by spilling them to their work directories, with
-/// the local unlimited run's result; `auc_test`, whose pairs stay in memory, fails with
-/// the pool's error instead of growing past the limit, in one line with the executors' hint.
+/// scores (16 MB of rows, 32 MB weighted or paired) by spilling them to their work
+/// directories, with the local unlimited run's result; `fit_isotonic`, whose blocks stay in
+/// memory, fails with the pool's error instead of growing past the limit, in one line with
+/// the executors' hint.
 #[test]
 fn executors_spill_kept_rows_under_their_memory_limit() {
     let data = child::scratch_dir("cluster-data-");
@@ -631,6 +632,8 @@ fn executors_spill_kept_rows_under_their_memory_limit() {
         "SELECT site % 2 AS g, auc(p, y) AS auc, ece(p, y, 15, 'quantile') AS ece_q \
          FROM t GROUP BY site % 2",
         "SELECT site % 2 AS g, auc(p, y, 1.0 + site % 3) AS auc_w FROM t GROUP BY site % 2",
+        "SELECT g, r['se'] AS se, r['z'] AS z FROM (SELECT site % 2 AS g, \
+         auc_test(p, (p + site % 10) / 10.0, y) AS r FROM t GROUP BY site % 2)",
     ] {
         let local = stdout_of(&calibsql(
             &["--format", "csv", "-t", &table, "-c", sql],
@@ -655,7 +658,7 @@ fn executors_spill_kept_rows_under_their_memory_limit() {
         };
         assert_same_csv(&sorted(&local), &sorted(&stdout_of(&remote)));
     }
-    let sql = "SELECT auc_test(p, 1.0 - p, y) FROM t";
+    let sql = "SELECT fit_isotonic(p, y) FROM t";
     let remote = calibsql(&["--remote", &url, "-t", &table, "-c", sql], &[]);
     let stderr = String::from_utf8_lossy(&remote.stderr);
     assert!(

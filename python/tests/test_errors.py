@@ -85,12 +85,12 @@ def test_bad_connect_arguments():
 
 
 def test_memory_limit_is_enforced():
-    # auc_test's pairs stay in memory (auc's rows spill; see the next test).
+    # An isotonic fit's blocks stay in memory (kept rows spill; see the next test).
     con = calibsql.connect(memory_limit="1M", target_partitions=1)
     with pytest.raises(calibsql.Error, match="Resources exhausted.*hint"):
         con.sql(
-            "SELECT auc_test(CAST(v AS DOUBLE) / 1e6, 1.0 - CAST(v AS DOUBLE) / 1e6, v % 2) "
-            "FROM generate_series(1, 2000000) AS t(v)"
+            "SELECT fit_isotonic(CAST((v * 2654435761) % 4294967311 AS DOUBLE) / 4294967311.0, "
+            "v % 3 = 0) FROM generate_series(1, 2000000) AS t(v)"
         )
 
 
@@ -111,6 +111,14 @@ def test_kept_rows_spill_under_the_memory_limit():
     unlimited = calibsql.connect(target_partitions=2).sql(weighted).to_pylist()
     (a,), (b,) = limited[0].values(), unlimited[0].values()
     assert abs(a - b) <= 1e-12 and 0.49 < a < 0.51
+    # auc_test's pairs spill, both scores of a row together (32 MB under 4 MB).
+    paired = (
+        "SELECT auc_test(CAST((v * 2654435761) % 4294967311 AS DOUBLE) / 4294967311.0, "
+        "(v % 7) / 7.0, v % 3 = 0) AS r FROM generate_series(1, 2000000) AS t(v)"
+    )
+    limited = calibsql.connect(memory_limit="4M", target_partitions=2).sql(paired).to_pylist()
+    unlimited = calibsql.connect(target_partitions=2).sql(paired).to_pylist()
+    assert limited == unlimited and limited[0]["r"]["se"] > 0
 
 
 def test_wrong_datafusion_major_is_refused(monkeypatch):

@@ -11,38 +11,36 @@
 //! `auc_interval` keeps what `auc` keeps — the same kernel (`crate::metrics::auc`), rows
 //! counted per distinct score when they repeat — and sweeps the two classes' sorted scores
 //! once at the end, reading the rows where they lie: θ exactly as `auc` counts it and the
-//! placements' variances, from integer sums. `auc_test` needs each row's two scores together (the covariance
-//! of the two models' placements is over rows), so it keeps the pairs side by side, 16 bytes a
-//! row (what `auc` keeps for each of the two scores), moved into and out of its partial states
-//! without a copy. At the end it sorts both classes by the first score (one a core) and
-//! sweeps them in step, which gives every row its placement count under that score; then it
-//! sorts a copy of each row's (second score, count) and sweeps those in step, and adds up the
-//! counts, their squares and products in exact integers. Beyond the rows it takes 16 bytes a
-//! row while it finishes (the copies); the rows keep their scores.
+//! placements' variances, from integer sums.
+//!
+//! `auc_test` needs each row's two scores together (the covariance of the two models'
+//! placements is over rows). It keeps them in a [`ValueStore`] with the second score in a
+//! weight's place: 16 bytes a row, sorted by the first score before a partial state is
+//! handed on, spilled to disk under a memory limit, as weighted rows are. At the end it
+//! sweeps both classes by the first score, which gives every row its placement count under
+//! it, and puts each row's (second score, count) into a store of its own (16 bytes a row,
+//! spilled as well: the group's rows stay as they are, so it can be evaluated again); that
+//! store's classes, sorted by the second score, are swept in step for each row's second
+//! count beside its first. The counts, their squares and products are added up in exact
+//! integers.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{ArrayRef, AsArray, Float64Array};
-use arrow::buffer::{OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, FieldRef, Float64Type};
-use datafusion_common::{internal_err, plan_err, Result};
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, FieldRef};
+use datafusion_common::Result;
 use datafusion_doc::DocSection;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
 use super::rows::{rows_udaf, RowsStructKernel};
 use super::{f64_struct_column, f64_struct_fields};
-use crate::common::{
-    args, check_p, check_y, f64_list_state_fields, f64s, for_each_row, list_array, list_parts,
-    literal_checked, usable_rows, Arg, CallShape,
-};
-use crate::kernel::Filter;
+use crate::common::{args, literal_checked, Arg, CallShape};
 use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
-use crate::labels::f64_labels;
 use crate::metrics::auc::AucKernel;
 use crate::stats::{normal_quantile, two_sided_p};
-use crate::values::{class_runs, sweep, Rows, Tally, MIN_RUN};
+use crate::values::{class_runs, sweep, Rows, Tally, ValueStore, WeightedRuns};
 
 const INTERVAL: CallShape = CallShape {
     name: "auc_interval",
@@ -200,7 +198,6 @@ fn delong_of(rows: &mut Rows, tally: &[Tally; 2]) -> Option<(f64, Option<f64>)> 
 // auc_test
 
 const TEST_FIELDS: [&str; 6] = ["auc_a", "auc_b", "diff", "se", "z", "p_value"];
-const TEST_STATE: [&str; 2] = ["neg_pairs", "pos_pairs"];
 
 /// `auc_test(p_a, p_b, y)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -212,10 +209,7 @@ signature_from_shape!(AucTest, TEST);
 
 impl AucTest {
     fn kernel(&self, _args: &AccumulatorArgs) -> Result<PairKernel> {
-        Ok(PairKernel {
-            groups: vec![],
-            bytes: 0,
-        })
+        Ok(PairKernel::new())
     }
 }
 
@@ -223,7 +217,7 @@ impl AggregateUDFImpl for AucTest {
     kernel_udaf_common!(returns DataType::Struct(f64_struct_fields(&TEST_FIELDS)));
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(f64_list_state_fields(args.name, &TEST_STATE))
+        Ok(crate::values::state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -238,7 +232,7 @@ algorithm), `z = diff / se` and the two-sided `p_value = 2Φ(−|z|)`; a model a
 p_value = 1 (pROC's rule for diff = se = 0). Ties count one half, as in `auc`. Returns \
 `{auc_a, auc_b, diff, se, z, p_value}`; NULL when only one class is present; `se`, `z`, `p_value` NULL when a \
 class has a single row. Rows with a NULL `p_a`, `p_b` or `y` are skipped. Keeps both scores of every row \
-(16 bytes a row).",
+(16 bytes a row) and, while it finishes, a copy of them by `p_b`; under a memory limit both spill to disk.",
                 TEST.usage(),
             )
             .with_sql_example(
@@ -260,159 +254,159 @@ class has a single row. Rows with a NULL `p_a`, `p_b` or `y` are skipped. Keeps 
     }
 }
 
-/// One group's rows, per class (0 negatives, 1 positives), each row's two scores side by side
-/// (`a₀, b₀, a₁, b₁, …`: the layout of the state's lists, so a state moves in and out
-/// without a copy): the group's own rows, and runs, the merged partial states' slices kept
-/// where they arrived until the group is evaluated.
-#[derive(Debug, Default)]
-struct Pairs {
-    own: [Vec<f64>; 2],
-    runs: [Vec<ScalarBuffer<f64>>; 2],
-}
-
-/// `auc_test`'s kernel: per group its [`Pairs`], and the bytes they hold.
+/// `auc_test`'s kernel: a store of each row's two scores, the second in a weight's place
+/// (sorted by the first before a state is handed on, spilled under a memory limit).
 #[derive(Debug)]
 struct PairKernel {
-    groups: Vec<Pairs>,
-    bytes: usize,
+    store: ValueStore,
 }
 
-impl Pairs {
-    fn bytes(&self) -> usize {
-        let runs: usize = self.runs.iter().flatten().map(|r| r.len()).sum();
-        (self.own[0].capacity() + self.own[1].capacity() + runs) * size_of::<f64>()
-    }
-
-    /// Puts class `c`'s runs into its own vector, taking the first over without a copy when
-    /// the group holds nothing else of it and nobody else holds it (a partial state whose
-    /// batch DataFusion has dropped).
-    fn absorb_runs(&mut self, c: usize) {
-        let runs = std::mem::take(&mut self.runs[c]);
-        let own = &mut self.own[c];
-        for run in runs {
-            if own.is_empty() {
-                match run.into_inner().into_vec::<f64>() {
-                    Ok(v) => *own = v,
-                    Err(buffer) => own.extend_from_slice(buffer.typed_data::<f64>()),
-                }
-            } else {
-                own.reserve_exact(run.len());
-                own.extend_from_slice(&run);
-            }
+impl PairKernel {
+    fn new() -> Self {
+        PairKernel {
+            store: ValueStore::new(TEST.name, 0, 2, Some(1)).paired(["p_a", "p_b"]),
         }
     }
 }
 
-/// Sorts the two classes, one a core.
-fn sort_both<T: Send>(neg: &mut [T], pos: &mut [T], sort: impl Fn(&mut [T]) + Sync) {
-    let mut classes = [neg, pos];
-    crate::parallel::for_each_mut(&mut classes, crate::parallel::cores(), |rows| sort(rows));
+/// Values a class gathers before [`BySecond`] adds them to its store.
+const GATHER: usize = 1 << 16;
+
+/// The rows again, each by its second score with its placement count under the first
+/// beside it (as an f64: exact, the counts are below 2⁵³), in a store of their own that
+/// spills as the group's own rows do.
+struct BySecond {
+    store: ValueStore,
+    gathered: [(Vec<f64>, Vec<f64>); 2],
+    failed: Result<()>,
 }
 
-/// One sweep of both classes, each sorted by `score`, in step: `f(positive, i, k)` for every
-/// row i of each class with twice its placement count, `2·below + equal` among the negatives
-/// for a positive, `2·above + equal` among the positives for a negative (ties count one half,
-/// as `auc`). Rows whose scores are equal (−0 and +0 among them: adjacent in either order)
-/// are one tie group.
-fn sweep_placements<T>(
-    neg: &[T],
-    pos: &[T],
-    score: impl Fn(&T) -> f64,
-    mut f: impl FnMut(bool, usize, u64),
+impl BySecond {
+    fn new() -> Self {
+        BySecond {
+            store: ValueStore::new(TEST.name, 0, 2, Some(1)).spilling_early(),
+            gathered: Default::default(),
+            failed: Ok(()),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, c: usize, score: f64, count: u64) {
+        let (p, k) = &mut self.gathered[c];
+        p.push(score);
+        k.push(count as f64);
+        if p.len() >= GATHER {
+            self.flush(c);
+        }
+    }
+
+    fn flush(&mut self, c: usize) {
+        let (p, k) = &mut self.gathered[c];
+        if self.failed.is_ok() && !p.is_empty() {
+            self.failed = self.store.extend_class(c, p, k);
+        }
+        p.clear();
+        k.clear();
+    }
+
+    /// The store, once every row is in (the first error of a push, if any).
+    fn finish(mut self) -> Result<ValueStore> {
+        self.flush(0);
+        self.flush(1);
+        self.failed.map(|()| self.store)
+    }
+}
+
+/// Sweeps both classes' rows, each class's parts ascending by a score, in step, one
+/// distinct score at a time: `f(positive, count, rows)` once a class and score
+/// present, with twice the rows' placement count under that score (`2·below + equal` among
+/// the negatives for a positive, `2·above + equal` among the positives for a negative; ties
+/// count one half, as in `auc`), and the class's rows, whose rows of that score (found) `f`
+/// reads past with [`WeightedRuns::take_each`]. `m` is the number of positives. Equal scores
+/// (−0 and +0 among them) are one tie group.
+fn sweep_placements(
+    negs: &[(&[f64], &[f64])],
+    poss: &[(&[f64], &[f64])],
+    m: u64,
+    mut f: impl FnMut(bool, u64, &mut WeightedRuns),
 ) {
-    let (mut i, mut k) = (0, 0);
+    let (mut neg, mut pos) = (WeightedRuns::new(negs), WeightedRuns::new(poss));
+    let (mut neg_below, mut pos_below) = (0u64, 0u64);
     loop {
-        let v = match (neg.get(i).map(&score), pos.get(k).map(&score)) {
-            (Some(a), Some(b)) => {
-                if a.total_cmp(&b).is_le() {
-                    a
-                } else {
-                    b
-                }
-            }
+        let v = match (neg.peek(), pos.peek()) {
+            (Some(a), Some(b)) => a.min(b),
             (Some(a), None) => a,
             (None, Some(b)) => b,
             (None, None) => return,
         };
-        let i_end = i + neg[i..].iter().take_while(|r| score(r) == v).count();
-        let k_end = k + pos[k..].iter().take_while(|r| score(r) == v).count();
-        if i_end == i && k_end == k {
+        let (neg_equal, pos_equal) = (neg.equal(v), pos.equal(v));
+        if neg_equal + pos_equal == 0 {
             // Only a NaN score, which the row checks keep out, equals nothing; never loop.
             return;
         }
-        let (equal_neg, equal_pos) = ((i_end - i) as u64, (k_end - k) as u64);
-        let for_pos = 2 * i as u64 + equal_neg;
-        let for_neg = 2 * (pos.len() - k_end) as u64 + equal_pos;
-        (k..k_end).for_each(|r| f(true, r, for_pos));
-        (i..i_end).for_each(|r| f(false, r, for_neg));
-        (i, k) = (i_end, k_end);
+        if pos_equal > 0 {
+            f(true, 2 * neg_below + neg_equal, &mut pos);
+        }
+        if neg_equal > 0 {
+            let above = m - pos_below - pos_equal;
+            f(false, 2 * above + pos_equal, &mut neg);
+        }
+        neg_below += neg_equal;
+        pos_below += pos_equal;
     }
-}
-
-fn sort_by_score(rows: &mut [[f64; 2]], j: usize) {
-    rows.sort_unstable_by(|a, b| a[j].total_cmp(&b[j]));
 }
 
 /// Each class's sums of its rows' placement counts under both scores (ka under a, kb under
-/// b), in exact integers: `[Σka, Σkb, Σka², Σka·kb, Σkb²]`, negatives first. Both classes are
-/// sorted by a (one a core) and swept in step, which gives every row its ka (4 bytes a row);
-/// then each row's (b, ka) is copied out (16 bytes a row: the rows keep their scores, so the
-/// group can be evaluated again), both copies are sorted by b and swept in step, which gives
-/// every row its kb beside its ka. An error when a count does not fit in 32 bits (over 2³¹
-/// rows of a class).
-fn placement_sums(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<[[u128; 5]; 2]> {
-    if u32::try_from(2 * neg.len().max(pos.len()) as u64).is_err() {
-        return plan_err!(
-            "auc_test: a group holds {} rows of one class, more than the 2147483647 it can count",
-            neg.len().max(pos.len())
-        );
-    }
-    sort_both(neg, pos, |rows| sort_by_score(rows, 0));
-    let mut ka = [vec![0u32; neg.len()], vec![0u32; pos.len()]];
-    sweep_placements(
-        neg,
-        pos,
-        |r| r[0],
-        |positive, i, k| {
-            ka[usize::from(positive)][i] = k as u32;
-        },
-    );
-    let [ka_neg, ka_pos] = ka;
-    let by_b = |rows: &[[f64; 2]], ka: Vec<u32>| -> Vec<(f64, u32)> {
-        rows.iter().zip(ka).map(|(r, k)| (r[1], k)).collect()
-    };
-    let mut neg_b = by_b(neg, ka_neg);
-    let mut pos_b = by_b(pos, ka_pos);
-    sort_both(&mut neg_b, &mut pos_b, |rows| {
-        rows.sort_unstable_by(|x, y| x.0.total_cmp(&y.0))
-    });
+/// b), in exact integers: `[Σka, Σkb, Σka², Σka·kb, Σkb²]`, negatives first. The group's
+/// rows, each class sorted by a with b beside, are swept in step, which gives every row
+/// its ka; each row's (b, ka) goes to a store of its own ([`BySecond`]: 16 bytes a row, or
+/// spilled), whose classes, sorted by b, are swept in step again for every row's kb beside
+/// its ka. The group's rows stay as they are, so it can be evaluated again.
+fn placement_sums(rows: &mut Rows, m: u64) -> Result<[[u128; 5]; 2]> {
     let mut sums = [[0u128; 5]; 2];
-    sweep_placements(
-        &neg_b,
-        &pos_b,
-        |r| r.0,
-        |positive, i, kb| {
-            let ka = if positive { pos_b[i].1 } else { neg_b[i].1 };
-            let (ka, kb) = (u128::from(ka), u128::from(kb));
+    let mut by_b = BySecond::new();
+    {
+        let [negs, poss] = rows.sorted_weighted_parts();
+        sweep_placements(&negs, &poss, m, |positive, ka, class| {
+            let c = usize::from(positive);
+            let mut rows = 0u128;
+            class.take_each(|b| {
+                by_b.push(c, b, ka);
+                rows += 1;
+            });
+            let ka = u128::from(ka);
+            sums[c][0] += rows * ka;
+            sums[c][2] += rows * ka * ka;
+        });
+    }
+    let mut by_b = by_b.finish()?;
+    by_b.with_group(0, |rows| {
+        let [negs, poss] = rows.sorted_weighted_parts();
+        sweep_placements(&negs, &poss, m, |positive, kb, class| {
+            let (mut rows, mut ka_sum) = (0u128, 0u128);
+            class.take_each(|ka| {
+                ka_sum += ka as u128;
+                rows += 1;
+            });
+            let kb = u128::from(kb);
             let s = &mut sums[usize::from(positive)];
-            s[0] += ka;
-            s[1] += kb;
-            s[2] += ka * ka;
-            s[3] += ka * kb;
-            s[4] += kb * kb;
-        },
-    );
+            s[1] += rows * kb;
+            s[3] += ka_sum * kb;
+            s[4] += rows * kb * kb;
+        });
+    });
     Ok(sums)
 }
 
 /// DeLong's paired test of a group: [auc_a, auc_b, diff, se, z, p_value].
-fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<Option<[Option<f64>; 6]>> {
-    let (n, m) = (neg.len() as u64, pos.len() as u64);
+fn paired_test(rows: &mut Rows) -> Result<Option<[Option<f64>; 6]>> {
+    let count = |c: usize| rows.parts(c).iter().map(|p| p.len() as u64).sum::<u64>();
+    let (n, m) = (count(0), count(1));
     if n == 0 || m == 0 {
         return Ok(None);
     }
     // θ as `auc` counts it: Σ over positives of 2·below + equal, exact integers.
-    let [neg_sums, pos_sums] = placement_sums(neg, pos)?;
+    let [neg_sums, pos_sums] = placement_sums(rows, m)?;
     let pairs = 2 * u128::from(n) * u128::from(m);
     let theta = [
         pos_sums[0] as f64 / pairs as f64,
@@ -464,135 +458,28 @@ fn paired_test(neg: &mut [[f64; 2]], pos: &mut [[f64; 2]]) -> Result<Option<[Opt
 }
 
 impl Kernel for PairKernel {
+    crate::kernel::delegate_to_inner!(store: resize, num_groups, update, merge, drain, size);
+
     fn empty(&self) -> Result<Self> {
-        Ok(Self {
-            groups: vec![],
-            bytes: 0,
+        Ok(PairKernel {
+            store: self.store.empty(),
         })
-    }
-
-    crate::kernel::groups_in_vec!(groups);
-
-    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
-        let func = TEST.name;
-        let (a, b) = (f64s(&values[0]).values(), f64s(&values[1]).values());
-        let y = f64_labels(&values[2])?;
-        let mask = usable_rows(&[&values[0], &values[1], &values[2]], filter);
-        let one_group = self.groups.len() == 1;
-        for_each_row(a.len(), &mask, |i| {
-            let pa = check_p(func, "p_a", a[i])?;
-            let pb = check_p(func, "p_b", b[i])?;
-            let c = (check_y(func, y[i])? == 1.0) as usize;
-            let g = if one_group { 0 } else { groups[i] };
-            let rows = &mut self.groups[g].own[c];
-            let before = rows.capacity();
-            rows.extend_from_slice(&[pa, pb]);
-            self.bytes += (rows.capacity() - before) * size_of::<f64>();
-            Ok(())
-        })
-    }
-
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        if states.len() != 2 {
-            return internal_err!("auc_test: malformed partial state");
-        }
-        for (c, state) in states.iter().enumerate() {
-            let (offsets, values) = list_parts(state);
-            let buffer = state
-                .as_list::<i32>()
-                .values()
-                .as_primitive::<Float64Type>()
-                .values();
-            for (r, &g) in groups.iter().enumerate() {
-                let span = offsets[r] as usize..offsets[r + 1] as usize;
-                if span.len() % 2 != 0 {
-                    return internal_err!("auc_test: malformed partial state");
-                }
-                let pairs = &mut self.groups[g];
-                if span.len() >= MIN_RUN {
-                    pairs.runs[c].push(buffer.slice(span.start, span.len()));
-                    self.bytes += span.len() * size_of::<f64>();
-                    continue;
-                }
-                let rows = &mut pairs.own[c];
-                let before = rows.capacity();
-                rows.extend_from_slice(&values[span]);
-                self.bytes += (rows.capacity() - before) * size_of::<f64>();
-            }
-        }
-        Ok(())
     }
 
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let groups = &self.groups[range];
-        Ok((0..2)
-            .map(|c| -> ArrayRef {
-                let lengths = groups
-                    .iter()
-                    .map(|p| p.own[c].len() + p.runs[c].iter().map(|r| r.len()).sum::<usize>());
-                let offsets = OffsetBuffer::from_lengths(lengths);
-                let mut values = Vec::with_capacity(*offsets.last().unwrap_or(&0) as usize);
-                for p in groups {
-                    values.extend_from_slice(&p.own[c]);
-                    for run in &p.runs[c] {
-                        values.extend_from_slice(run);
-                    }
-                }
-                list_array(offsets, Arc::new(Float64Array::from(values)))
-            })
-            .collect())
+        Ok(self.store.state(range))
     }
 
-    /// [`Kernel::state`], moving the rows out: a single group's own rows become the lists'
-    /// buffers without a copy.
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let single = range.len() == 1 && self.groups[range.start].runs.iter().all(Vec::is_empty);
-        let out = if single {
-            let pairs = std::mem::take(&mut self.groups[range.start]);
-            self.bytes = self.bytes.saturating_sub(pairs.bytes());
-            pairs
-                .own
-                .into_iter()
-                .map(|rows| -> ArrayRef {
-                    let offsets = OffsetBuffer::from_lengths([rows.len()]);
-                    list_array(offsets, Arc::new(Float64Array::from(rows)))
-                })
-                .collect()
-        } else {
-            self.state(range.clone())?
-        };
-        for p in &mut self.groups[range] {
-            self.bytes = self.bytes.saturating_sub(p.bytes());
-            *p = Default::default();
-        }
-        Ok(out)
+        Ok(self.store.take_state(range))
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         let mut rows: Vec<Option<[Option<f64>; 6]>> = Vec::with_capacity(range.len());
         for g in range {
-            let pairs = &mut self.groups[g];
-            let before = pairs.bytes();
-            pairs.absorb_runs(0);
-            pairs.absorb_runs(1);
-            self.bytes = (self.bytes + pairs.bytes()).saturating_sub(before);
-            let [neg, pos] = &mut pairs.own;
-            rows.push(paired_test(
-                neg.as_chunks_mut::<2>().0,
-                pos.as_chunks_mut::<2>().0,
-            )?);
+            rows.push(self.store.with_group(g, paired_test)?);
         }
         f64_struct_column(&TEST_FIELDS, &rows)
-    }
-
-    fn drain(&mut self, n: usize) {
-        for p in self.groups.drain(..n) {
-            self.bytes = self.bytes.saturating_sub(p.bytes());
-        }
-    }
-
-    fn size(&self) -> usize {
-        self.bytes + self.groups.capacity() * size_of::<Pairs>()
     }
 
     fn native_labels(&self) -> bool {
@@ -614,9 +501,10 @@ mod tests {
     /// the Mann–Whitney count by hand.
     #[test]
     fn a_model_against_itself_has_no_difference() {
-        let mut neg = [[0.1, 0.1], [0.4, 0.4], [0.3, 0.3]];
-        let mut pos = [[0.35, 0.35], [0.8, 0.8], [0.4, 0.4]];
-        let r = paired_test(&mut neg, &mut pos).unwrap().unwrap();
+        let mut rows = Rows::default();
+        rows.p = [vec![0.1, 0.4, 0.3], vec![0.35, 0.8, 0.4]];
+        rows.w = rows.p.clone();
+        let r = paired_test(&mut rows).unwrap().unwrap();
         assert_eq!(r[2], Some(0.0));
         assert_eq!(r[3], Some(0.0));
         assert_eq!(r[4], Some(0.0));

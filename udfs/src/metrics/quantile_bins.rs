@@ -6,7 +6,11 @@
 use super::bin_sums::{sum_copies, Bin, BinStats, COPIES};
 use super::binning::{quantile_edges, quantile_edges_unsorted, weighted_quantile_edges};
 use super::quantile_pass::{one_pass, EdgeRule};
+use crate::values::spill::ReadBehind;
 use crate::values::Rows;
+
+/// Rows binned between two looks at whether a spilled part's pages can go.
+const BLOCK: usize = 1 << 14;
 
 /// Bins a group's rows by `'quantile'` edges computed from them. A row goes to the number of
 /// inner edges strictly below its p (`searchsorted(…, side='left')`), so equal p always
@@ -69,14 +73,21 @@ pub(super) fn quantile_bins(rows: &mut Rows, m: usize) -> Vec<Bin> {
     for (c, parts) in classes.into_iter().enumerate() {
         let y = c as f64;
         for (ps, ws) in parts {
-            // A part is sorted: walk the edges along with it.
+            // A part is sorted: walk the edges along with it, a block at a time, letting
+            // a spilled part's pages go behind.
             let mut b = 0;
-            for (i, &p) in ps.iter().enumerate() {
-                while b < inner.len() && inner[b] < p {
-                    b += 1;
+            let mut behind = [ReadBehind::new(ps), ReadBehind::new(ws)];
+            for (block, start) in ps.chunks(BLOCK).zip((0..).step_by(BLOCK)) {
+                for (i, &p) in block.iter().enumerate() {
+                    while b < inner.len() && inner[b] < p {
+                        b += 1;
+                    }
+                    let w = ws.get(start + i).copied().unwrap_or(1.0);
+                    out[b.min(m - 1)].stats.add_row(p, y, w);
                 }
-                let w = ws.get(i).copied().unwrap_or(1.0);
-                out[b.min(m - 1)].stats.add_row(p, y, w);
+                let read = start + block.len();
+                behind[0].advance(ps, read);
+                behind[1].advance(ws, read);
             }
         }
     }

@@ -8,7 +8,9 @@
 //! DataFusion's memory pool sees them.
 //!
 //! The partial state is four `List<Float64>` columns: the scores of the negatives and of the
-//! positives, and their weights (empty lists when the call has no weight).
+//! positives, and their weights (empty lists when the call has no weight). `auc_test` keeps a
+//! second score in the weights' place ([`ValueStore::paired`]): it is sorted, spilled and
+//! handed on with its row as a weight is.
 //!
 //! Merging does not copy a large state: a group keeps the incoming Arrow buffer's slice as a
 //! *run* ([`Rows::runs`], and its weights' slice in [`Rows::runs_w`]), so a final
@@ -23,7 +25,9 @@
 //! Under a memory limit, rows that no longer fit are sorted and spilled to disk (weights
 //! beside their scores), and read back through a memory map as sorted runs of their own
 //! ([`Rows::spilled`]; see [`spill`]). A class with more spilled runs than a reader reads at
-//! once is merged into one spilled run instead of read back into memory.
+//! once is merged into one spilled run instead of read back into memory. The readers that
+//! read spilled runs in order let the pages they have read go from the process's resident
+//! memory ([`spill::ReadBehind`]).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -49,7 +53,7 @@ mod sweep;
 mod tally;
 pub(crate) use distinct::at_least_distinct;
 pub(crate) use order::{is_sorted_f64, rank_of_sorted, select_ranks, sort_f64};
-pub(crate) use sweep::{class_runs, for_each_score, for_each_weighted_score, sweep};
+pub(crate) use sweep::{class_runs, for_each_score, for_each_weighted_score, sweep, WeightedRuns};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
 
 /// Rows a vector holds before it grows by an eighth rather than doubling (8 MiB of f64).
@@ -172,6 +176,39 @@ fn sort_weighted(p: &mut Vec<f64>, w: &mut Vec<f64>) {
     p.shrink_to_fit();
 }
 
+/// Rows of a weighted class's own rows sorted at a time for a spill to merge
+/// ([`sort_weighted_pieces`]): 1M rows, a 16 MiB scratch of pairs, where sorting them whole
+/// takes 8 bytes a row more than the rows hold ([`sort_weighted`]).
+const SPILL_SORT_PIECE: usize = 1 << 20;
+
+/// Sorts each piece of `piece` rows of scores `p` ([`SPILL_SORT_PIECE`]) ascending in
+/// `total_cmp` order, each weight of `w` following its score, through one scratch of
+/// (key, weight) pairs the size of a piece.
+fn sort_weighted_pieces(p: &mut [f64], w: &mut [f64], piece: usize) {
+    let mut scratch: Vec<(u64, f64)> = Vec::with_capacity(p.len().min(piece));
+    for (ps, ws) in p.chunks_mut(piece).zip(w.chunks_mut(piece)) {
+        scratch.clear();
+        scratch.extend(ps.iter().zip(ws.iter()).map(|(&s, &x)| (order::key(s), x)));
+        scratch.sort_unstable_by_key(|pair| pair.0);
+        for ((s, x), &(k, weight)) in ps.iter_mut().zip(ws.iter_mut()).zip(&scratch) {
+            *s = order::unkey(k);
+            *x = weight;
+        }
+    }
+}
+
+/// Sorts scores `p` ascending, the weights of `w` (empty: unweighted) following them.
+fn sort_rows(p: &mut Vec<f64>, w: &mut Vec<f64>) {
+    if w.is_empty() {
+        sort_f64(p);
+    } else {
+        sort_weighted(p, w);
+    }
+}
+
+/// Rows from which both classes' own rows are sorted side by side, one a core.
+const PARALLEL_SORT_ROWS: usize = 1 << 16;
+
 /// Most sources (own rows and runs) per class that [`Rows::sorted_parts`] reads in place;
 /// past it the runs are copied into the group's own vectors and sorted with them.
 const MAX_SORTED_PARTS: usize = 4;
@@ -262,16 +299,26 @@ impl Rows {
 
     /// Sorts class `c`'s own rows by score, weights following their scores.
     fn sort_own(&mut self, c: usize) {
-        if self.w[c].is_empty() {
-            sort_f64(&mut self.p[c]);
-        } else {
-            sort_weighted(&mut self.p[c], &mut self.w[c]);
-        }
+        sort_rows(&mut self.p[c], &mut self.w[c]);
     }
 
-    /// Makes every part of class `c` ascending, for a spill to merge: the merged runs that
-    /// did not arrive sorted are copied into the own rows, which are sorted. The class holds
-    /// the same rows.
+    /// Sorts both classes' own rows, side by side (one a core) when both are large.
+    fn sort_own_both(&mut self) {
+        if self.p.iter().any(|p| p.len() < PARALLEL_SORT_ROWS) {
+            (0..2).for_each(|c| self.sort_own(c));
+            return;
+        }
+        let [p0, p1] = &mut self.p;
+        let [w0, w1] = &mut self.w;
+        let mut classes = [(p0, w0), (p1, w1)];
+        crate::parallel::for_each_mut(&mut classes, crate::parallel::cores(), |(p, w)| {
+            sort_rows(p, w)
+        });
+    }
+
+    /// Makes every source of class `c` ascending for a spill to merge ([`Self::spill_sources`]):
+    /// the merged runs that did not arrive sorted are copied into the own rows, which are
+    /// sorted (weighted ones a piece at a time). The class holds the same rows.
     fn sort_parts(&mut self, c: usize) {
         let runs = std::mem::take(&mut self.runs[c]);
         let mut weights = std::mem::take(&mut self.runs_w[c]).into_iter();
@@ -285,13 +332,51 @@ impl Rows {
                 append(&mut self.w[c], w.into_iter().collect());
             }
         }
-        self.sort_own(c);
+        if self.w[c].is_empty() {
+            sort_f64(&mut self.p[c]);
+        } else {
+            sort_weighted_pieces(&mut self.p[c], &mut self.w[c], SPILL_SORT_PIECE);
+        }
     }
 
-    /// Class `c`'s own rows and runs merged with its spilled runs into one spilled run (the
-    /// own rows' memory freed); false when there is no spill target or the write fails (the
-    /// class then holds the same rows).
-    fn spill_class(&mut self, c: usize, func: &'static str) -> bool {
+    /// Class `c`'s ascending sources for a spill to merge, once [`Self::sort_parts`] has made
+    /// them so: the own rows (weighted ones in their sorted pieces), the runs and, with
+    /// `spilled`, the spilled runs; and their weights, parallel (empty slices unweighted).
+    fn spill_sources(&self, c: usize, spilled: bool) -> (Vec<&[f64]>, Vec<&[f64]>) {
+        let (mut scores, mut weights): (Vec<&[f64]>, Vec<&[f64]>) = if self.w[c].is_empty() {
+            (vec![&self.p[c][..]], vec![&[][..]])
+        } else {
+            (
+                self.p[c].chunks(SPILL_SORT_PIECE).collect(),
+                self.w[c].chunks(SPILL_SORT_PIECE).collect(),
+            )
+        };
+        let weighted = self.weighted();
+        let runs = self.runs[c].iter().zip(0..);
+        let spilled_runs = self.spilled[c].iter().zip(0..).filter(|_| spilled);
+        for (run, i) in runs {
+            scores.push(run);
+            weights.push(if weighted {
+                &self.runs_w[c][i][..]
+            } else {
+                &[]
+            });
+        }
+        for (run, i) in spilled_runs {
+            scores.push(run);
+            weights.push(if weighted {
+                &self.spilled_w[c][i][..]
+            } else {
+                &[]
+            });
+        }
+        (scores, weights)
+    }
+
+    /// Class `c`'s own rows and runs merged, with its spilled runs when `all` (else beside
+    /// them), into one spilled run (the own rows' memory freed); false when there is no
+    /// spill target or the write fails (the class then holds the same rows).
+    fn spill_class(&mut self, c: usize, func: &'static str, all: bool) -> bool {
         let Some(target) = spill::target() else {
             return false;
         };
@@ -299,17 +384,24 @@ impl Rows {
         let weighted = self.weighted();
         let written = (|| {
             let mut w = spill::RunWriter::new(&target, func)?;
-            w.push_merged(&self.parts(c))?;
+            let (scores, weights) = self.spill_sources(c, all);
+            w.push_merged(&scores)?;
             if weighted {
-                w.push_merged_weights(&self.parts(c), &self.weight_parts(c))?;
+                w.push_merged_weights(&scores, &weights)?;
             }
             w.finish()
         })();
         match written {
-            Ok(Some((all, at))) => {
-                let run = |k: usize| all.slice(at[k].0, at[k].1);
-                self.spilled[c] = vec![run(0)];
-                self.spilled_w[c] = if weighted { vec![run(1)] } else { vec![] };
+            Ok(Some((written, at))) => {
+                let run = |k: usize| written.slice(at[k].0, at[k].1);
+                if all {
+                    self.spilled[c].clear();
+                    self.spilled_w[c].clear();
+                }
+                self.spilled[c].push(run(0));
+                if weighted {
+                    self.spilled_w[c].push(run(1));
+                }
                 self.runs[c] = vec![];
                 self.runs_w[c] = vec![];
                 self.p[c] = vec![];
@@ -348,10 +440,18 @@ impl Rows {
 
     fn make_parts_sorted(&mut self) {
         for c in 0..2 {
+            // Under a memory limit (the class has spilled), weighted rows too many to sort
+            // in memory without 8 bytes a row more are written out beside the spilled runs.
+            if !self.spilled[c].is_empty()
+                && !self.w[c].is_empty()
+                && self.p[c].len() >= SPILL_SORT_PIECE
+            {
+                self.spill_class(c, "spilled rows", false);
+            }
             let sources = 1 + self.runs[c].len() + self.spilled[c].len();
             if !self.spilled[c].is_empty()
                 && sources > MAX_SORTED_PARTS
-                && self.spill_class(c, "spilled rows")
+                && self.spill_class(c, "spilled rows", true)
             {
                 continue;
             }
@@ -363,8 +463,8 @@ impl Rows {
                     self.absorb_spilled_of(c);
                 }
             }
-            self.sort_own(c);
         }
+        self.sort_own_both();
     }
 
     /// Each class's scores as one ascending slice, for the readers of unweighted rows that
@@ -376,12 +476,14 @@ impl Rows {
         for c in 0..2 {
             let one_spilled =
                 self.spilled[c].len() == 1 && self.p[c].is_empty() && self.runs[c].is_empty();
-            if !self.spilled[c].is_empty() && (one_spilled || self.spill_class(c, "spilled rows")) {
+            if !self.spilled[c].is_empty()
+                && (one_spilled || self.spill_class(c, "spilled rows", true))
+            {
                 continue;
             }
             self.absorb_class(c);
-            self.sort_own(c);
         }
+        self.sort_own_both();
         [0, 1].map(|c| match self.spilled[c].first() {
             Some(run) => &run[..],
             None => &self.p[c][..],
@@ -396,6 +498,9 @@ pub(crate) struct ValueStore {
     p_col: usize,
     y_col: usize,
     w_col: Option<usize>,
+    /// The column beside the scores is a second score (`auc_test`: checked as a
+    /// probability), named with the first as the call names them; None: a weight.
+    paired: Option<[&'static str; 2]>,
     pub(crate) groups: Vec<Rows>,
     bytes: usize,
     /// Sort each class before handing the rows on as a partial state (`auc`: the final
@@ -410,6 +515,9 @@ pub(crate) struct ValueStore {
     /// Spill files written since the spilled runs were last merged into one file
     /// ([`MAX_SPILL_FILES`]).
     spill_files: usize,
+    /// Rows' bytes past which the store spills even when the pool has room
+    /// ([`Self::spilling_early`]).
+    spill_above: usize,
     /// Spill files written in all (the tests).
     #[cfg(test)]
     files_written: usize,
@@ -440,10 +548,12 @@ impl ValueStore {
             p_col,
             y_col,
             w_col,
+            paired: None,
             groups: vec![],
             bytes: 0,
             sort_on_emit: false,
             spill_files: 0,
+            spill_above: usize::MAX,
             #[cfg(test)]
             files_written: 0,
             held: spill::Held::new(func),
@@ -465,9 +575,29 @@ impl ValueStore {
         self
     }
 
+    /// The same store, spilling whenever its rows pass a quarter of the pool's limit: a
+    /// store that a kernel fills while it evaluates (`auc_test`'s rows by their second
+    /// score), which would otherwise take all the room the pool has left, leaving none for
+    /// the memory the pool does not see (the scan's batches).
+    pub(crate) fn spilling_early(mut self) -> Self {
+        if let Some(limit) = self.spill_to.as_ref().and_then(spill::SpillTarget::limit) {
+            self.spill_above = limit / 4;
+        }
+        self
+    }
+
+    /// The same store, keeping a second score beside each score in place of a weight (in
+    /// the weights' place: sorted, spilled and handed on with the scores), the two checked
+    /// as probabilities named `names`.
+    pub(crate) fn paired(mut self, names: [&'static str; 2]) -> Self {
+        self.paired = Some(names);
+        self
+    }
+
     pub(crate) fn empty(&self) -> Self {
         Self {
             sort_on_emit: self.sort_on_emit,
+            paired: self.paired,
             ..Self::new(self.func, self.p_col, self.y_col, self.w_col)
         }
     }
@@ -523,6 +653,22 @@ impl ValueStore {
         self.bytes += (capacity(&self.groups[0]) - before) * size_of::<f64>();
     }
 
+    /// Appends rows of class `c` to the store's one group, each score of `p` with the value
+    /// of `w` beside it (a kernel that fills a store itself: `auc_test`'s rows by their
+    /// second score), spilling as [`Self::update`] does when the pool refuses them.
+    pub(crate) fn extend_class(&mut self, c: usize, p: &[f64], w: &[f64]) -> Result<()> {
+        self.resize(1);
+        let rows = &mut self.groups[0];
+        let before = rows.p[c].capacity() + rows.w[c].capacity();
+        make_room(&mut rows.p[c], p.len());
+        rows.p[c].extend_from_slice(p);
+        make_room(&mut rows.w[c], w.len());
+        rows.w[c].extend_from_slice(w);
+        let after = rows.p[c].capacity() + rows.w[c].capacity();
+        self.bytes += (after - before) * size_of::<f64>();
+        self.fit_budget()
+    }
+
     /// Adds the usable rows; the label column may be any of `crate::labels::is_native`'s
     /// types (the kernels that keep rows read labels natively).
     pub(crate) fn update(
@@ -535,7 +681,10 @@ impl ValueStore {
         let p = f64s(&values[self.p_col]).values().clone();
         let w = self.w_col.map(|i| f64s(&values[i]).values().clone());
         let mask = usable_rows_pyw(values, (self.p_col, self.y_col), self.w_col, filter);
-        let w_ok = w.as_ref().is_none_or(|w| all_weights(w));
+        let w_ok = w.as_ref().is_none_or(|w| match self.paired {
+            Some(_) => all_probabilities(w),
+            None => all_weights(w),
+        });
         if mask.is_none() && self.groups.len() == 1 && w_ok && all_probabilities(&p) {
             let added = with_labels!(&values[self.y_col], |y| {
                 let ok = all_labels(y);
@@ -549,12 +698,14 @@ impl ValueStore {
             }
         }
         let y = f64_labels(&values[self.y_col])?;
+        let paired = self.paired;
         for_each_row(p.len(), &mask, |i| {
-            let pi = check_p(func, "p", p[i])?;
+            let pi = check_p(func, paired.map_or("p", |n| n[0]), p[i])?;
             let yi = check_y(func, y[i])?;
-            let wi = match &w {
-                Some(w) => Some(check_w(func, w[i])?),
-                None => None,
+            let wi = match (&w, paired) {
+                (Some(w), Some([_, second])) => Some(check_p(func, second, w[i])?),
+                (Some(w), None) => Some(check_w(func, w[i])?),
+                (None, _) => None,
             };
             self.push(groups[i], pi, yi, wi);
             Ok(())
@@ -562,17 +713,32 @@ impl ValueStore {
         self.fit_budget()
     }
 
-    /// Grows or shrinks the reservation to the rows held; when the pool refuses and the rows
-    /// can spill, spills every group's rows and tries again (the pool's error if even that
-    /// does not fit).
+    /// Grows or shrinks the reservation to the rows held ([`Self::held_bytes`]); when the
+    /// pool refuses and the rows can spill, spills every group's rows and tries again (the
+    /// pool's error if even that does not fit).
     fn fit_budget(&mut self) -> Result<()> {
-        match self.held.follow(self.bytes) {
+        if self.bytes > self.spill_above && self.spill_to.is_some() {
+            self.spill()?;
+        }
+        match self.held.follow(self.held_bytes()) {
             Err(_) if self.spill_to.is_some() => {
                 self.spill()?;
-                self.held.follow(self.bytes)
+                self.held.follow(self.held_bytes())
             }
             other => other,
         }
+    }
+
+    /// The bytes the reservation holds: the rows', and in a weighted store that can spill
+    /// the scratch its spill sorts them through ([`sort_weighted_pieces`]: 16 bytes a row of
+    /// a piece, no more than the rows take).
+    fn held_bytes(&self) -> usize {
+        let scratch = if self.weighted() && self.spill_to.is_some() {
+            self.bytes.min(SPILL_SORT_PIECE * 2 * size_of::<f64>())
+        } else {
+            0
+        };
+        self.bytes + scratch
     }
 
     /// Writes every group's own rows and merged runs, each class sorted, to one spilled
@@ -587,13 +753,7 @@ impl ValueStore {
                 }
             }
         }
-        let written = self.write_runs(|rows, c| {
-            let mut parts = vec![&rows.p[c][..]];
-            parts.extend(rows.runs[c].iter().map(|r| &r[..]));
-            let mut weights = vec![&rows.w[c][..]];
-            weights.extend(rows.runs_w[c].iter().map(|r| &r[..]));
-            (parts, weights)
-        })?;
+        let written = self.write_runs(|rows, c| rows.spill_sources(c, false))?;
         for (g, c, run, weights) in written {
             let rows = &mut self.groups[g];
             rows.p[c] = vec![];
@@ -702,7 +862,7 @@ impl ValueStore {
     /// written to one file, each class's rows merged in order).
     pub(crate) fn take_state(&mut self, range: Range<usize>) -> Vec<ArrayRef> {
         let mut groups: Vec<Rows> = self.groups[range].iter_mut().map(std::mem::take).collect();
-        if groups.iter().any(Rows::has_spilled) {
+        if groups.iter().any(Rows::has_spilled) || !self.room_to_sort(&groups) {
             let mut bytes = 0;
             for rows in &groups {
                 bytes += rows.bytes();
@@ -740,6 +900,29 @@ impl ValueStore {
         out
     }
 
+    /// Whether the pool grants the 8 bytes a row more that sorting `groups`' weighted rows
+    /// in memory takes ([`sort_weighted`]), for a state handed on; the reservation grows by
+    /// them (and shrinks once the rows are handed on). Always true without a spill target,
+    /// unweighted, or below [`SPILL_SORT_PIECE`] rows a class.
+    fn room_to_sort(&mut self, groups: &[Rows]) -> bool {
+        if !self.weighted() || self.spill_to.is_none() {
+            return true;
+        }
+        let class_rows = |r: &Rows, c: usize| {
+            r.p[c].len() + r.runs[c].iter().map(|run| run.len()).sum::<usize>()
+        };
+        let most = groups
+            .iter()
+            .flat_map(|r| [class_rows(r, 0), class_rows(r, 1)])
+            .max()
+            .unwrap_or(0);
+        most < SPILL_SORT_PIECE
+            || self
+                .held
+                .follow(self.bytes + most * size_of::<f64>())
+                .is_ok()
+    }
+
     /// The four state columns of `groups` with each class's rows merged into one spilled
     /// run, all in one file: the negatives' scores, the positives', then (weighted) their
     /// weights in the same order; unweighted, empty weight lists.
@@ -755,14 +938,15 @@ impl ValueStore {
         for c in 0..2 {
             for rows in groups.iter_mut() {
                 rows.sort_parts(c);
-                writer.push_merged(&rows.parts(c))?;
+                writer.push_merged(&rows.spill_sources(c, true).0)?;
             }
         }
         let weighted = self.weighted();
         if weighted {
             for c in 0..2 {
                 for rows in groups.iter() {
-                    writer.push_merged_weights(&rows.parts(c), &rows.weight_parts(c))?;
+                    let (scores, weights) = rows.spill_sources(c, true);
+                    writer.push_merged_weights(&scores, &weights)?;
                 }
             }
         }
@@ -877,7 +1061,7 @@ impl ValueStore {
     /// Gives back what the reservation holds beyond the rows (after rows leave).
     fn shrink_budget(&mut self) {
         // Shrinking cannot fail.
-        let _ = self.held.follow(self.bytes);
+        let _ = self.held.follow(self.held_bytes());
     }
 
     /// The bytes DataFusion is told of: the rows' unless a reservation of the store's own
@@ -1004,6 +1188,39 @@ mod tests {
         let (mut one, mut none) = (vec![0.5], vec![2.0]);
         sort_weighted(&mut one, &mut none);
         assert_eq!((one, none), (vec![0.5], vec![2.0]));
+    }
+
+    /// Weighted rows sorted a piece at a time (for a spill to merge): each piece holds its
+    /// own rows, sorted by score with their weights (a plain sort of each piece's pairs is
+    /// the reference), the last piece shorter.
+    #[test]
+    fn weighted_rows_sort_a_piece_at_a_time() {
+        let (n, piece) = (10_007, 1_000);
+        let mut p: Vec<f64> = (0..n)
+            .map(|i| ((i as u64 * 2654435761) % 1_000_003) as f64 / 1_000_003.0)
+            .collect();
+        // p[0] is +0.
+        p[3] = -0.0;
+        p[4] = 1.0;
+        let mut w: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let pairs: Vec<(f64, f64)> = p.iter().copied().zip(w.iter().copied()).collect();
+        sort_weighted_pieces(&mut p, &mut w, piece);
+        for (k, want) in pairs.chunks(piece).enumerate() {
+            let mut want = want.to_vec();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let span = k * piece..(k * piece + want.len());
+            let got: Vec<(f64, f64)> = p[span.clone()]
+                .iter()
+                .copied()
+                .zip(w[span].iter().copied())
+                .collect();
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.0.to_bits() == b.0.to_bits() && a.1 == b.1),
+                "piece {k}"
+            );
+        }
     }
 
     /// A spilled store whose disk fails when it hands its rows on hands them on from memory,

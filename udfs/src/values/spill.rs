@@ -34,7 +34,9 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use arrow::buffer::{Buffer, ScalarBuffer};
 use datafusion_common::{resources_datafusion_err, DataFusionError, Result};
 use datafusion_execution::disk_manager::DiskManager;
-use datafusion_execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion_execution::memory_pool::{
+    MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
+};
 use datafusion_execution::SpillFile;
 
 use super::order::key;
@@ -115,12 +117,77 @@ static MAPPED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
 /// True when `buffer`'s values lie in a spilled run's mapping (not on the heap).
 pub(crate) fn is_spilled(buffer: &ScalarBuffer<f64>) -> bool {
-    let at = buffer.as_ptr() as usize;
+    lies_in_mapping(buffer)
+}
+
+/// Values a sequential reader of a spilled run reads between two [`ReadBehind::advance`]s
+/// that let pages go (2 MiB).
+const FORGET_EVERY: usize = 1 << 18;
+
+/// Lets the pages of a spilled run go from this process's resident memory behind a reader
+/// that reads it in order: the pages stay in the kernel's page cache (the mapping is of an
+/// unchanged file, read only), and a later read maps them again. Without it, every page of
+/// a spilled run read once counts in the resident memory until the run is dropped: as much
+/// as the rows would have taken in memory. Does nothing for a part in memory.
+#[derive(Debug)]
+pub(crate) struct ReadBehind {
+    mapped: bool,
+    /// Values read and let go.
+    done: usize,
+}
+
+impl ReadBehind {
+    pub(crate) fn new(part: &[f64]) -> Self {
+        ReadBehind {
+            mapped: lies_in_mapping(part),
+            done: 0,
+        }
+    }
+
+    /// `part` has been read up to `at` (it is the slice given to [`Self::new`]); every
+    /// [`FORGET_EVERY`] values, the pages behind go.
+    #[inline]
+    pub(crate) fn advance(&mut self, part: &[f64], at: usize) {
+        if self.mapped && at >= self.done + FORGET_EVERY {
+            forget_pages(&part[self.done..at]);
+            self.done = at;
+        }
+    }
+}
+
+/// True when `part` lies in a spilled run's mapping.
+fn lies_in_mapping(part: &[f64]) -> bool {
+    let at = part.as_ptr() as usize;
     let mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
     mapped
         .range(..=at)
         .next_back()
         .is_some_and(|(_, &end)| at < end)
+}
+
+/// Takes the whole pages under `read` (in a spilled run's mapping) out of the resident set
+/// (`madvise(MADV_DONTNEED)`; nothing elsewhere). The page that holds `read`'s end may hold
+/// values not yet read: it is kept.
+fn forget_pages(read: &[f64]) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        const PAGE: usize = 4096;
+        let start = read.as_ptr() as usize & !(PAGE - 1);
+        let end = (read.as_ptr() as usize + std::mem::size_of_val(read)) & !(PAGE - 1);
+        if end > start {
+            // SAFETY: [start, end) is whole pages of a read-only shared mapping of a file
+            // that is never written again (`RunWriter::finish`), alive while `read` is
+            // borrowed; MADV_DONTNEED on it drops the process's page table entries only, and
+            // the next read maps the same bytes back from the file. Advice: a failure (a
+            // page size other than 4 KiB) changes nothing.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = read;
 }
 
 /// A mapped file of runs: the mapping, then the file (removed when the last reference to it
@@ -181,6 +248,14 @@ impl Held {
 }
 
 impl SpillTarget {
+    /// The pool's limit, when it has one.
+    pub(crate) fn limit(&self) -> Option<usize> {
+        match self.pool.memory_limit() {
+            MemoryLimit::Finite(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
     fn reservation(&self, func: &str) -> MemoryReservation {
         MemoryConsumer::new(format!("{func} state")).register(&self.pool)
     }
@@ -223,7 +298,7 @@ impl RunWriter {
 
     /// Appends one run: the ascending merge of `parts`, each ascending in `total_cmp` order.
     pub(crate) fn push_merged(&mut self, parts: &[&[f64]]) -> Result<()> {
-        self.push_in_merge_order(parts, |i, j| parts[i][j])
+        self.push_in_merge_order(parts, &[], |i, j| parts[i][j])
     }
 
     /// Appends one run: `weights` (each parallel to its part of `parts`) in the order
@@ -241,15 +316,17 @@ impl RunWriter {
                 self.func
             )));
         }
-        self.push_in_merge_order(parts, |i, j| weights[i][j])
+        self.push_in_merge_order(parts, weights, |i, j| weights[i][j])
     }
 
     /// Appends one run: `value(i, j)` for each row j of part i, in the ascending order of the
     /// parts' scores (a k-way merge by the order-preserving keys; on equal scores the part
-    /// first given first).
+    /// first given first). `values` are the slices `value` reads, parallel to `parts` (none
+    /// when it reads `parts`): spilled ones are let go behind the merge, as `parts` are.
     fn push_in_merge_order(
         &mut self,
         parts: &[&[f64]],
+        values: &[&[f64]],
         value: impl Fn(usize, usize) -> f64,
     ) -> Result<()> {
         let start = self.written;
@@ -267,11 +344,21 @@ impl RunWriter {
         let io = |e: std::io::Error| {
             DataFusionError::ResourcesExhausted(format!("{}: spilling kept rows: {e}", self.func))
         };
+        let mut behind: Vec<[ReadBehind; 2]> = (0..parts.len())
+            .map(|i| [parts[i], values.get(i).copied().unwrap_or(&[])].map(ReadBehind::new))
+            .collect();
+        let mut read_to = |i: usize, at: usize| {
+            behind[i][0].advance(parts[i], at);
+            if let Some(v) = values.get(i) {
+                behind[i][1].advance(v, at);
+            }
+        };
         match live[..] {
             [] => {}
             [i] => {
                 for j in 0..parts[i].len() {
                     emit(value(i, j), &mut chunk).map_err(io)?;
+                    read_to(i, j);
                 }
             }
             _ => {
@@ -291,6 +378,7 @@ impl RunWriter {
                         emit(value(i, at[i]), &mut chunk).map_err(io)?;
                         at[i] += 1;
                     }
+                    read_to(i, at[i]);
                     if at[i] < part.len() {
                         heads.push(std::cmp::Reverse((key(part[at[i]]), i)));
                     }
@@ -392,5 +480,31 @@ mod tests {
         assert!(path.exists());
         drop(runs);
         assert!(!path.exists(), "the spill file outlived its buffers");
+    }
+
+    /// A spilled run read through [`ReadBehind`], whose pages go from the resident memory
+    /// behind the reader, reads the same values again afterwards (mapped back from the
+    /// file), and a part in memory is left alone.
+    #[test]
+    fn pages_let_go_read_back_the_same() {
+        let t = SpillTarget::for_tests(1 << 20);
+        let mut w = RunWriter::new(&t, "auc").unwrap();
+        let n = 3 * FORGET_EVERY + 123;
+        let values: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
+        w.push_merged(&[&values]).unwrap();
+        let (run, _) = w.finish().unwrap().unwrap();
+        let mut behind = ReadBehind::new(&run);
+        assert!(behind.mapped);
+        let mut sum = 0.0;
+        for (i, &x) in run.iter().enumerate() {
+            sum += x;
+            behind.advance(&run, i + 1);
+        }
+        assert_eq!(behind.done, 3 * FORGET_EVERY);
+        assert_eq!(sum, values.iter().sum::<f64>());
+        assert!(run.iter().zip(&values).all(|(a, b)| a == b));
+        let mut in_memory = ReadBehind::new(&values);
+        in_memory.advance(&values, n);
+        assert!(!in_memory.mapped && in_memory.done == 0);
     }
 }

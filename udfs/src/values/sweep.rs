@@ -2,6 +2,7 @@
 //! `auc_interval` and `calibration_decomposition` make over `auc`'s state (the group's own
 //! rows, the sorted partial states it merged, read where they lie, and its tallies).
 
+use super::spill::ReadBehind;
 use super::{Rows, Tally};
 
 /// One ascending source of a class's scores and where it has been read to.
@@ -11,6 +12,8 @@ struct Cursor<'a> {
     /// A tally's rows per score; empty: one row each.
     n: &'a [u64],
     at: usize,
+    /// A spilled run's pages go behind the reader.
+    behind: ReadBehind,
 }
 
 impl Cursor<'_> {
@@ -27,6 +30,7 @@ impl Cursor<'_> {
             while self.at < self.p.len() && self.p[self.at] == v {
                 self.at += 1;
             }
+            self.behind.advance(self.p, self.at);
             (self.at - start) as u64
         } else if self.at < self.p.len() && self.p[self.at] == v {
             // A tally's scores are distinct.
@@ -77,11 +81,17 @@ impl Iterator for MergedRuns<'_> {
 
 /// One class's scores as ascending (score, rows): its sorted parts and its tally.
 pub(crate) fn class_runs<'a>(parts: &[&'a [f64]], tally: &'a Tally) -> MergedRuns<'a> {
-    let rows = parts.iter().map(|&p| Cursor { p, n: &[], at: 0 });
+    let rows = parts.iter().map(|&p| Cursor {
+        p,
+        n: &[],
+        at: 0,
+        behind: ReadBehind::new(p),
+    });
     let counted = Cursor {
         p: &tally.p,
         n: &tally.n,
         at: 0,
+        behind: ReadBehind::new(&[]),
     };
     MergedRuns {
         sources: rows
@@ -156,41 +166,100 @@ pub(crate) fn for_each_weighted_score(
     }
 }
 
-/// One class's weighted parts read as one ascending sequence of distinct scores.
-struct WeightedRuns<'a> {
-    /// Each part's scores, weights and the next row.
-    parts: Vec<(&'a [f64], &'a [f64], usize)>,
+/// One class's weighted parts read as one ascending sequence of distinct scores (each
+/// part's scores ascending, a value beside each: its weight, or in `auc_test` a second
+/// score or a count). A reader finds the rows of the smallest score ([`Self::peek`],
+/// [`Self::equal`]) and then reads past them ([`Self::take_each`]).
+pub(crate) struct WeightedRuns<'a> {
+    parts: Vec<WeightedPart<'a>>,
+    /// The smallest score not yet read.
+    head: Option<f64>,
+}
+
+/// A part's scores, the values beside them, the next row, the end of the rows that
+/// [`WeightedRuns::equal`] found, and the reader's spilled pages let go behind it (scores
+/// and values).
+struct WeightedPart<'a> {
+    p: &'a [f64],
+    w: &'a [f64],
+    at: usize,
+    end: usize,
+    behind: [ReadBehind; 2],
 }
 
 impl<'a> WeightedRuns<'a> {
-    fn new(parts: &[(&'a [f64], &'a [f64])]) -> Self {
-        WeightedRuns {
+    pub(crate) fn new(parts: &[(&'a [f64], &'a [f64])]) -> Self {
+        let mut runs = WeightedRuns {
             parts: parts
                 .iter()
                 .filter(|(p, _)| !p.is_empty())
-                .map(|&(p, w)| (p, w, 0))
+                .map(|&(p, w)| WeightedPart {
+                    p,
+                    w,
+                    at: 0,
+                    end: 0,
+                    behind: [ReadBehind::new(p), ReadBehind::new(w)],
+                })
                 .collect(),
-        }
+            head: None,
+        };
+        runs.find_head();
+        runs
+    }
+
+    fn find_head(&mut self) {
+        self.head = self
+            .parts
+            .iter()
+            .filter_map(|part| part.p.get(part.at).copied())
+            .reduce(f64::min);
     }
 
     /// The smallest score not yet read.
     #[inline]
-    fn peek(&self) -> Option<f64> {
-        self.parts
-            .iter()
-            .filter_map(|(p, _, at)| p.get(*at).copied())
-            .reduce(f64::min)
+    pub(crate) fn peek(&self) -> Option<f64> {
+        self.head
+    }
+
+    /// How many rows not yet read have the score `v`, the smallest ([`Self::peek`]) or less
+    /// than it; [`Self::take_each`] then reads past them.
+    #[inline]
+    pub(crate) fn equal(&mut self, v: f64) -> u64 {
+        if self.head != Some(v) {
+            return 0;
+        }
+        let mut rows = 0;
+        for part in &mut self.parts {
+            let mut end = part.at;
+            while end < part.p.len() && part.p[end] == v {
+                end += 1;
+            }
+            part.end = end;
+            rows += (end - part.at) as u64;
+        }
+        rows
+    }
+
+    /// Reads past the rows [`Self::equal`] found, calling `f` with the value beside each.
+    #[inline]
+    pub(crate) fn take_each(&mut self, mut f: impl FnMut(f64)) {
+        for part in &mut self.parts {
+            if part.end > part.at {
+                part.w[part.at..part.end].iter().for_each(|&x| f(x));
+                part.at = part.end;
+                part.behind[0].advance(part.p, part.at);
+                part.behind[1].advance(part.w, part.at);
+            }
+        }
+        self.find_head();
     }
 
     /// Reads past the rows whose score is `v` (in every part), returning their weight.
     #[inline]
     fn take(&mut self, v: f64) -> f64 {
         let mut weight = 0.0;
-        for (p, w, at) in &mut self.parts {
-            while *at < p.len() && p[*at] == v {
-                weight += w[*at];
-                *at += 1;
-            }
+        if self.equal(v) > 0 {
+            self.take_each(|w| weight += w);
         }
         weight
     }
