@@ -385,7 +385,8 @@ fn placement_sums(rows: &mut Rows, m: u64) -> Result<[[u128; 5]; 2]> {
         sweep_placements(&negs, &poss, m, |positive, kb, class| {
             let (mut rows, mut ka_sum) = (0u128, 0u128);
             class.take_each(|ka| {
-                ka_sum += ka as u128;
+                // Exact: a count below 2⁵³.
+                ka_sum += u128::from(ka as u64);
                 rows += 1;
             });
             let kb = u128::from(kb);
