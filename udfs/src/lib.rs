@@ -102,8 +102,9 @@
 //! an earlier release.
 #![deny(clippy::dbg_macro, clippy::print_stdout, clippy::print_stderr)]
 #![warn(clippy::clone_on_ref_ptr)]
-// Three exceptions, allowed where they are: `metrics::binning::uniform_bin`'s SSE2
-// conversion, `values::spill::RunWriter::finish`'s memory map of a spilled file, and
+// Four exceptions, allowed where they are: `metrics::binning::uniform_bin`'s SSE2
+// conversion, `values::spill::RunWriter::finish`'s memory map of a spilled file,
+// `values::spill::forget_pages`' `madvise` of the pages a reader has read there, and
 // `common::release_freed_memory`'s call of glibc's `malloc_trim`.
 #![deny(unsafe_code)]
 

@@ -14,7 +14,7 @@
 //! placements' variances, from integer sums.
 //!
 //! `auc_test` needs each row's two scores together (the covariance of the two models'
-//! placements is over rows). It keeps them in a [`ValueStore`] with the second score in a
+//! placements is over rows). It keeps them in a `ValueStore` with the second score in a
 //! weight's place: 16 bytes a row, sorted by the first score before a partial state is
 //! handed on, spilled to disk under a memory limit, as weighted rows are. At the end it
 //! sweeps both classes by the first score, which gives every row its placement count under

@@ -352,23 +352,15 @@ impl Rows {
             )
         };
         let weighted = self.weighted();
-        let runs = self.runs[c].iter().zip(0..);
-        let spilled_runs = self.spilled[c].iter().zip(0..).filter(|_| spilled);
-        for (run, i) in runs {
-            scores.push(run);
-            weights.push(if weighted {
-                &self.runs_w[c][i][..]
-            } else {
-                &[]
-            });
+        let mut sources = vec![(&self.runs[c], &self.runs_w[c])];
+        if spilled {
+            sources.push((&self.spilled[c], &self.spilled_w[c]));
         }
-        for (run, i) in spilled_runs {
-            scores.push(run);
-            weights.push(if weighted {
-                &self.spilled_w[c][i][..]
-            } else {
-                &[]
-            });
+        for (runs, runs_w) in sources {
+            for (i, run) in runs.iter().enumerate() {
+                scores.push(run);
+                weights.push(if weighted { &runs_w[i][..] } else { &[] });
+            }
         }
         (scores, weights)
     }
@@ -598,6 +590,7 @@ impl ValueStore {
         Self {
             sort_on_emit: self.sort_on_emit,
             paired: self.paired,
+            spill_above: self.spill_above,
             ..Self::new(self.func, self.p_col, self.y_col, self.w_col)
         }
     }

@@ -16,8 +16,10 @@
 //! merge. The file is removed when the last buffer over it is dropped. A buffer over a
 //! mapping is recognised by its address ([`is_spilled`]) so that its bytes are not counted as
 //! memory: its pages are the kernel's page cache, which the kernel writes back and drops
-//! under pressure. A state that leaves the process (a Ballista shuffle, a `_state` value
-//! written to a file) is copied out as Arrow copies any buffer.
+//! under pressure. A reader that reads a run in order lets the pages it has read go from the
+//! process's resident memory as it goes ([`ReadBehind`]). A state that leaves the process
+//! (a Ballista shuffle, a `_state` value written to a file) is copied out as Arrow copies any
+//! buffer.
 //!
 //! The fits' states hold their bytes under such a reservation too ([`Held`]), without
 //! spilling: it is given back as soon as a partial state is handed on.
