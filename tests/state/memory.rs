@@ -382,3 +382,99 @@ fn large_partitions_hand_their_rows_on_unsorted_with_the_same_model() {
         assert_same_numbers(&one, &four, &sql);
     }
 }
+
+/// One call of every registered aggregate (its `_state`/`_merge` twins aside), over the
+/// columns of [`every_aggregate_under_a_limit_gives_the_unlimited_result`]'s file.
+const EVERY_CALL: &[&str] = &[
+    "ace(p, y)",
+    "auc(p, y)",
+    "auc(p, y, 1.0 + site % 3)",
+    "auc_interval(p, y)",
+    "auc_test(p, propensity, y)",
+    "brier(p, y)",
+    "calibration_decomposition(p, y)",
+    "calibration_slope(p, y)",
+    "ece(p, y)",
+    "ece(p, y, 15, 'quantile')",
+    "ece(p, y, 15, 'quantile', 1.0 + site % 3)",
+    "ece_debiased(p, y)",
+    "ece_diff_interval(p, propensity, y, site)",
+    "ece_interval(p, y, site)",
+    "field_bias(p, y, site)",
+    "field_ece(p, y, site)",
+    "field_rce(p, y, site)",
+    "fit_bbq(p, y)",
+    "fit_beta_calib(p, y)",
+    "fit_confcalib(p, y, site)",
+    "fit_field_calib(score, y, site)",
+    "fit_gamma_calib(score, y)",
+    "fit_gaussian_calib(score, y)",
+    "fit_histogram(score, y)",
+    "fit_ilps(score, y)",
+    "fit_isotonic(score, y)",
+    "fit_platt(score, y)",
+    "fit_temperature(score, y)",
+    "hosmer_lemeshow(p, y)",
+    "ips_logloss(p, y, propensity)",
+    "logloss(p, y)",
+    "mce(p, y)",
+    "multi_field_rce(p, y, site, site % 7)",
+    "mvce(p, y, site)",
+    "normalized_entropy(p, y)",
+    "reliability(p, y)",
+    "rmsce(p, y)",
+    "smooth_ece(p, y)",
+    "spiegelhalter(p, y)",
+];
+
+/// The fits whose states keep every distinct score without spilling (docs/SEMANTICS.md,
+/// "What stays in memory").
+const HELD_FITS: [&str; 5] = [
+    "fit_bbq",
+    "fit_confcalib",
+    "fit_field_calib",
+    "fit_histogram",
+    "fit_isotonic",
+];
+
+/// Every aggregate runs under a memory limit and gives the result it gives without one,
+/// numbers to 1e-12 relative: 3 MB over 300,000 distinct scores (2.4 MB a column of rows,
+/// 4.8 MB of `auc_test`'s pairs, so the rows that keep every value spill), 16 MB for the
+/// fits that hold every distinct score in memory ([`HELD_FITS`]; they fail under 3 MB). This compares the
+/// code with itself (the same query, limited and not): the values are checked against
+/// their references in the functions' own tests. A registered aggregate without a call in
+/// [`EVERY_CALL`] fails the test, so a new function gets one.
+#[test]
+fn every_aggregate_under_a_limit_gives_the_unlimited_result() {
+    let registered: Vec<String> = calibsql::udfs::all_aggregate_functions()
+        .iter()
+        .map(|f| f.name().to_string())
+        .filter(|n| !n.ends_with("_state") && !n.ends_with("_merge"))
+        .collect();
+    let missing: Vec<&String> = registered
+        .iter()
+        .filter(|n| !EVERY_CALL.iter().any(|c| c.starts_with(&format!("{n}("))))
+        .collect();
+    assert!(missing.is_empty(), "aggregates without a call: {missing:?}");
+    let dir = child::scratch_dir("memory-");
+    write_rows(
+        dir.path(),
+        "SELECT p, CAST(((value * 40503) % 999983) / 999983.0 < p AS INT) AS y,
+                ln(p / (1.0 - p)) AS score, 0.05 + 0.95 * ((value * 7919) % 1009) / 1009.0 AS propensity,
+                value % 100 AS site
+         FROM (SELECT value, (((value * 2654435761) % 4294967311) + 0.5) / 4294967312.0 AS p
+               FROM generate_series(1, 300000))",
+    );
+    for call in EVERY_CALL {
+        let sql = format!("SELECT {call} FROM t");
+        let (ok, unlimited, stderr, _) = run_with(dir.path(), &[], &sql);
+        assert!(ok, "{sql}: {stderr}");
+        // The fits that keep every distinct score hold it without spilling: a limit their
+        // states fit in. Every other state is bounded or spills.
+        let held = HELD_FITS.iter().any(|f| call.starts_with(&format!("{f}(")));
+        let limit = if held { "16M" } else { "3M" };
+        let (ok, limited, stderr, _) = run(dir.path(), limit, &sql);
+        assert!(ok, "{sql} under {limit}: {stderr}");
+        assert_same_numbers(&limited, &unlimited, &sql);
+    }
+}
