@@ -221,8 +221,8 @@ impl<'a> WeightedRuns<'a> {
         self.head
     }
 
-    /// How many rows not yet read have the score `v`, the smallest ([`Self::peek`]) or less
-    /// than it; [`Self::take_each`] then reads past them.
+    /// How many rows not yet read have the score `v` (none unless it is the smallest:
+    /// [`Self::peek`]), found for [`Self::take_each`] to read past.
     #[inline]
     pub(crate) fn equal(&mut self, v: f64) -> u64 {
         if self.head != Some(v) {
