@@ -462,19 +462,8 @@ fn avg_baseline(call: &str) -> String {
 /// (`CALIBSQL_BENCH_ONLY=every` runs just these; `every ctr` one file). Fails when a
 /// registered aggregate has no row, so a new function gets one.
 async fn every_aggregate(rows: usize, runs: Runs, only: &Only) {
-    let registered: Vec<String> = calibsql::udfs::all_aggregate_functions()
-        .iter()
-        .map(|f| f.name().to_string())
-        .filter(|n| !n.ends_with("_state") && !n.ends_with("_merge"))
-        .collect();
-    let missing: Vec<&String> = registered
-        .iter()
-        .filter(|n| {
-            !EVERY_AGGREGATE
-                .iter()
-                .any(|(_, call, _)| call.starts_with(&format!("{n}(")))
-        })
-        .collect();
+    let missing =
+        support::aggregates_without_a_call(EVERY_AGGREGATE.iter().map(|&(_, call, _)| call));
     assert!(
         missing.is_empty(),
         "aggregates without a bench row: {missing:?}"

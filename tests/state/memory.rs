@@ -446,15 +446,7 @@ const HELD_FITS: [&str; 5] = [
 /// [`EVERY_CALL`] fails the test, so a new function gets one.
 #[test]
 fn every_aggregate_under_a_limit_gives_the_unlimited_result() {
-    let registered: Vec<String> = calibsql::udfs::all_aggregate_functions()
-        .iter()
-        .map(|f| f.name().to_string())
-        .filter(|n| !n.ends_with("_state") && !n.ends_with("_merge"))
-        .collect();
-    let missing: Vec<&String> = registered
-        .iter()
-        .filter(|n| !EVERY_CALL.iter().any(|c| c.starts_with(&format!("{n}("))))
-        .collect();
+    let missing = crate::support::aggregates_without_a_call(EVERY_CALL.iter().copied());
     assert!(missing.is_empty(), "aggregates without a call: {missing:?}");
     let dir = child::scratch_dir("memory-");
     write_rows(

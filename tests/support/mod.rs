@@ -1,5 +1,6 @@
 //! Shared by tests and benches (`#[path]`-included): one of calibsql's aggregates called on
-//! columns of a schema, with the accumulator arguments the planner would build.
+//! columns of a schema, with the accumulator arguments the planner would build; the
+//! registered aggregates without a call in a list.
 #![allow(dead_code)] // each including target uses part of it
 
 use std::sync::Arc;
@@ -14,6 +15,17 @@ use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{Accumulator, AggregateUDF, GroupsAccumulator};
 use datafusion::physical_expr::expressions::col;
 use datafusion::physical_expr::PhysicalExpr;
+
+/// The registered aggregates (their `_state`/`_merge` twins aside) that no call of `calls`
+/// (`"name(…)"`) calls.
+pub fn aggregates_without_a_call<'a>(calls: impl Iterator<Item = &'a str> + Clone) -> Vec<String> {
+    calibsql::udfs::all_aggregate_functions()
+        .iter()
+        .map(|f| f.name().to_string())
+        .filter(|n| !n.ends_with("_state") && !n.ends_with("_merge"))
+        .filter(|n| !calls.clone().any(|c| c.starts_with(&format!("{n}("))))
+        .collect()
+}
 
 pub struct UdafCall {
     pub udaf: Arc<AggregateUDF>,
