@@ -29,8 +29,8 @@ fn describe(error: &anyhow::Error) -> String {
 }
 
 /// What to do when a query needs more memory than `--memory-limit` allows.
-const MEMORY_HINT: &str = "raise --memory-limit; auc, ece_debiased and 'quantile' bins spill their rows \
-to disk, but auc_test's pairs and the fits' states stay in memory, so \
+const MEMORY_HINT: &str = "raise --memory-limit; auc, auc_test, ece_debiased and 'quantile' bins spill \
+their rows to disk, but the fits' states stay in memory, so \
 filter or sample the rows, round the scores (repeated scores are counted instead of kept), or use a fixed-edge \
 strategy such as 'uniform' or 'sklearn'; see docs/SEMANTICS.md#metrics-that-keep-rows";
 

@@ -203,8 +203,9 @@ class Connection:
     """A calibsql session: its tables, settings and every calibsql function.
 
     ``memory_limit`` (bytes, or ``'2G'``-style text) caps the memory one query may use:
-    sorts spill to disk, and so do the rows (and weights) that ``auc``, ``'quantile'`` bins and
-    ``ece_debiased`` keep (docs/SEMANTICS.md, "Metrics that keep rows"); ``target_partitions`` (default: the number of cores) and ``batch_size`` (default 8192)
+    sorts spill to disk, and so do the rows (and weights) that ``auc``, ``'quantile'`` bins,
+    ``ece_debiased`` and ``auc_test`` keep (docs/SEMANTICS.md, "Metrics that keep rows");
+    ``target_partitions`` (default: the number of cores) and ``batch_size`` (default 8192)
     are DataFusion's settings. ``SET datafusion.…`` statements work too.
     """
 
