@@ -40,7 +40,7 @@ use crate::common::{args, literal_checked, Arg, CallShape};
 use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
 use crate::metrics::auc::AucKernel;
 use crate::stats::{normal_quantile, two_sided_p};
-use crate::values::{class_runs, sweep, Rows, Tally, ValueStore, WeightedRuns};
+use crate::values::{class_runs, lower, sweep, Rows, Tally, ValueStore, WeightedRuns};
 
 const INTERVAL: CallShape = CallShape {
     name: "auc_interval",
@@ -333,11 +333,8 @@ fn sweep_placements(
     let (mut neg, mut pos) = (WeightedRuns::new(negs), WeightedRuns::new(poss));
     let (mut neg_below, mut pos_below) = (0u64, 0u64);
     loop {
-        let v = match (neg.peek(), pos.peek()) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => return,
+        let Some(v) = lower(neg.peek(), pos.peek()) else {
+            return;
         };
         let (neg_equal, pos_equal) = (neg.equal(v), pos.equal(v));
         if neg_equal + pos_equal == 0 {

@@ -53,7 +53,9 @@ mod sweep;
 mod tally;
 pub(crate) use distinct::at_least_distinct;
 pub(crate) use order::{is_sorted_f64, rank_of_sorted, select_ranks, sort_f64};
-pub(crate) use sweep::{class_runs, for_each_score, for_each_weighted_score, sweep, WeightedRuns};
+pub(crate) use sweep::{
+    class_runs, for_each_score, for_each_weighted_score, lower, sweep, WeightedRuns,
+};
 pub(crate) use tally::{distinct_in, runs_of, Tally};
 
 /// Rows a vector holds before it grows by an eighth rather than doubling (8 MiB of f64).

@@ -60,12 +60,7 @@ impl Iterator for MergedRuns<'_> {
             }
             // Two partitions' runs, the common case: no loop over the sources.
             [a, b] => {
-                let v = match (a.peek(), b.peek()) {
-                    (Some(x), Some(y)) => x.min(y),
-                    (Some(x), None) => x,
-                    (None, Some(y)) => y,
-                    (None, None) => return None,
-                };
+                let v = lower(a.peek(), b.peek())?;
                 return Some((v, a.take(v) + b.take(v)));
             }
             _ => {}
@@ -76,6 +71,16 @@ impl Iterator for MergedRuns<'_> {
             .filter_map(Cursor::peek)
             .reduce(f64::min)?;
         Some((v, self.sources.iter_mut().map(|s| s.take(v)).sum()))
+    }
+}
+
+/// The smaller of two sources' next scores (None once both are read).
+#[inline]
+pub(crate) fn lower(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
 }
 
@@ -111,11 +116,8 @@ pub(crate) fn sweep(
     let (mut neg, mut pos) = (neg.peekable(), pos.peekable());
     let (mut neg_below, mut pos_below) = (0u64, 0u64);
     loop {
-        let v = match (neg.peek(), pos.peek()) {
-            (Some(a), Some(b)) => a.0.min(b.0),
-            (Some(a), None) => a.0,
-            (None, Some(b)) => b.0,
-            (None, None) => return,
+        let Some(v) = lower(neg.peek().map(|x| x.0), pos.peek().map(|x| x.0)) else {
+            return;
         };
         let n_eq = neg.next_if(|x| x.0 == v).map_or(0, |x| x.1);
         let p_eq = pos.next_if(|x| x.0 == v).map_or(0, |x| x.1);
@@ -156,11 +158,8 @@ pub(crate) fn for_each_weighted_score(
 ) {
     let (mut neg, mut pos) = (WeightedRuns::new(negs), WeightedRuns::new(poss));
     loop {
-        let v = match (neg.peek(), pos.peek()) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => return,
+        let Some(v) = lower(neg.peek(), pos.peek()) else {
+            return;
         };
         f(v, neg.take(v), pos.take(v));
     }
