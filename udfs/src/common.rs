@@ -647,6 +647,13 @@ pub(crate) fn release_freed_memory() {
     }
 }
 
+/// The sum of `terms` added in ascending order: the same whatever order they came in (a
+/// group's per-value or per-cell sums, met in the order partial states arrive).
+pub(crate) fn sum_in_order(mut terms: Vec<f64>) -> f64 {
+    terms.sort_unstable_by(f64::total_cmp);
+    terms.iter().sum()
+}
+
 /// A list column (no null lists) of `values` cut by `offsets`; its item type is the values'.
 pub(crate) fn list_array(offsets: OffsetBuffer<i32>, values: ArrayRef) -> ArrayRef {
     Arc::new(ListArray::new(

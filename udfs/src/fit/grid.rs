@@ -401,12 +401,20 @@ impl Grid {
         }
     }
 
-    /// The touched cells: (block id, index, cell).
+    /// The touched cells: (block id, index, cell), in ascending order of block id, not the
+    /// order the blocks were first touched (in a merged state, the order the partial states
+    /// arrived in), so that sums over the cells do not change from one run to the next.
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, usize, &Cell)> + '_ {
-        self.ids
+        let mut blocks: Vec<(u32, &[Cell])> = self
+            .ids
             .iter()
+            .copied()
             .zip(self.cells.chunks_exact(self.block_len()))
-            .flat_map(|(&id, block)| block.iter().enumerate().map(move |(i, c)| (id, i, c)))
+            .collect();
+        blocks.sort_unstable_by_key(|&(id, _)| id);
+        blocks
+            .into_iter()
+            .flat_map(|(id, block)| block.iter().enumerate().map(move |(i, c)| (id, i, c)))
     }
 
     pub(super) fn bytes(&self) -> usize {

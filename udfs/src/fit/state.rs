@@ -935,11 +935,18 @@ impl FitState {
         raw.into_iter().for_each(|(s, n, t)| f(s, n, t));
     }
 
-    /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits.
+    /// Quadrature nodes (score, weight on softplus, weight on t) for the parametric fits:
+    /// exact points in ascending order of score (a hashed state's are kept in the order they
+    /// were first met, which in a merged state depends on the order partial states arrive
+    /// in: the fits' sums over the nodes would change in their last digits from run to
+    /// run), a grid's in its cells' order.
     pub(crate) fn nodes(&self) -> Vec<(f64, f64, f64)> {
         if !self.is_grid() {
             let mut out = Vec::with_capacity(self.nodes_bound());
             self.for_each_exact_point(|p| out.push((p.s, p.n, p.t)));
+            if self.appended.is_none() {
+                out.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            }
             return out;
         }
         let entries = self.keyed_entries();

@@ -23,7 +23,8 @@ use hashbrown::HashMap;
 
 use crate::common::{
     all_probabilities, all_weights, args, check_p, check_w, check_y, f64_list_type, f64s,
-    for_each_row, list_array, list_parts, literal_checked, usable_rows_pyw, weight_col, CallShape,
+    for_each_row, list_array, list_parts, literal_checked, sum_in_order, usable_rows_pyw,
+    weight_col, CallShape,
 };
 use crate::dense::{is_small_int, DenseIndex, NO_ENTRY};
 use crate::kernel::Filter;
@@ -406,13 +407,16 @@ impl FieldKernel {
         })
     }
 
+    /// The metric of one group's values. The values' sums are added in ascending order (not
+    /// the order the values were first met, which depends on the order partial states
+    /// arrive in), so the result does not change from one run to the next.
     fn finish(&self, stats: &[FieldStats]) -> Option<f64> {
-        let n: f64 = stats.iter().map(|s| s[0]).sum();
+        let n = sum_in_order(stats.iter().map(|s| s[0]).collect());
         if n <= 0.0 {
             return None;
         }
-        let total: f64 = match self.kind {
-            FieldKind::Ece => stats.iter().map(|s| s[2].abs()).sum(),
+        let total = sum_in_order(match self.kind {
+            FieldKind::Ece => stats.iter().map(|s| s[2].abs()).collect(),
             FieldKind::Rce => stats
                 .iter()
                 .filter(|s| s[0] > 0.0)
@@ -423,8 +427,8 @@ impl FieldKernel {
                         nz * wd.abs() / (wy + self.eps * nz)
                     }
                 })
-                .sum(),
-        };
+                .collect(),
+        });
         Some(total / n)
     }
 

@@ -150,10 +150,50 @@ fn append(own: &mut Vec<f64>, runs: Vec<ScalarBuffer<f64>>) {
     }
 }
 
+/// The order of two runs (scores and weights) by their contents alone: length, then the
+/// scores' bits, then the weights'. Runs equal in all three are interchangeable.
+fn run_order(a: (&[f64], &[f64]), b: (&[f64], &[f64])) -> std::cmp::Ordering {
+    fn bits(s: &[f64]) -> impl Iterator<Item = u64> + '_ {
+        s.iter().map(|x| x.to_bits())
+    }
+    // The ends first: runs of different rows differ there but for rare ties.
+    let ends = |s: &[f64]| {
+        (
+            s.first().map(|x| x.to_bits()),
+            s.last().map(|x| x.to_bits()),
+        )
+    };
+    a.0.len()
+        .cmp(&b.0.len())
+        .then_with(|| ends(a.0).cmp(&ends(b.0)))
+        .then_with(|| bits(a.0).cmp(bits(b.0)))
+        .then_with(|| bits(a.1).cmp(bits(b.1)))
+}
+
+/// Puts each run of equal `key`s of sorted `rows` in the order of `tie` (a weight's bits),
+/// so that their order does not depend on the order the rows came in. One pass; runs of
+/// ties are rare where scores are distinct, and sorting by both at once would slow every
+/// comparison of the main sort.
+fn order_ties<T>(rows: &mut [T], key: impl Fn(&T) -> u64, tie: impl Fn(&T) -> u64) {
+    let mut start = 0;
+    while start < rows.len() {
+        let k = key(&rows[start]);
+        let mut end = start + 1;
+        while end < rows.len() && key(&rows[end]) == k {
+            end += 1;
+        }
+        if end - start > 1 {
+            rows[start..end].sort_unstable_by_key(&tie);
+        }
+        start = end;
+    }
+}
+
 /// Sorts scores `p` ascending in `total_cmp` order, each weight of `w` following its score,
 /// in 24 bytes a row at most where a copy of the pairs beside them would take 32: `p` grows
 /// to hold (order-preserving key, weight) pairs, `w` is freed, the pairs are sorted in place
-/// by key (unstably: equal scores' weights in no particular order) and split back.
+/// (equal scores by their weights' bits, so the order does not depend on the order the rows
+/// came in) and split back.
 fn sort_weighted(p: &mut Vec<f64>, w: &mut Vec<f64>) {
     let n = p.len();
     if n < 2 {
@@ -168,6 +208,7 @@ fn sort_weighted(p: &mut Vec<f64>, w: &mut Vec<f64>) {
     *w = vec![];
     let (pairs, _) = p.as_chunks_mut::<2>();
     pairs.sort_unstable_by_key(|pair| pair[0].to_bits());
+    order_ties(pairs, |pair| pair[0].to_bits(), |pair| pair[1].to_bits());
     w.reserve_exact(n);
     w.extend(pairs.iter().map(|pair| pair[1]));
     // Forwards, so that no pair is overwritten before it is read (i ≤ 2i).
@@ -192,6 +233,7 @@ fn sort_weighted_pieces(p: &mut [f64], w: &mut [f64], piece: usize) {
         scratch.clear();
         scratch.extend(ps.iter().zip(ws.iter()).map(|(&s, &x)| (order::key(s), x)));
         scratch.sort_unstable_by_key(|pair| pair.0);
+        order_ties(&mut scratch, |pair| pair.0, |pair| pair.1.to_bits());
         for ((s, x), &(k, weight)) in ps.iter_mut().zip(ws.iter_mut()).zip(&scratch) {
             *s = order::unkey(k);
             *x = weight;
@@ -258,20 +300,34 @@ impl Rows {
             * size_of::<f64>()
     }
 
-    /// Class `c`'s scores: the own vector, then the runs, then the spilled runs.
-    pub(crate) fn parts(&self, c: usize) -> Vec<&[f64]> {
-        std::iter::once(&self.p[c][..])
-            .chain(self.runs[c].iter().map(|r| &r[..]))
-            .chain(self.spilled[c].iter().map(|r| &r[..]))
+    /// Class `c`'s sources, each scores with their weights (an empty slice unweighted): the
+    /// own vector, then the runs in memory and spilled in an order of their contents (see
+    /// [`run_order`]), not the order the partial states arrived in, so that what is summed
+    /// over the parts one after the other does not change from one run to the next.
+    fn sources(&self, c: usize) -> Vec<(&[f64], &[f64])> {
+        fn with_weights<'a>(
+            runs: &'a [ScalarBuffer<f64>],
+            weights: &'a [ScalarBuffer<f64>],
+        ) -> impl Iterator<Item = (&'a [f64], &'a [f64])> {
+            (0..runs.len()).map(|i| (&runs[i][..], weights.get(i).map_or(&[][..], |w| &w[..])))
+        }
+        let mut runs: Vec<_> = with_weights(&self.runs[c], &self.runs_w[c])
+            .chain(with_weights(&self.spilled[c], &self.spilled_w[c]))
+            .collect();
+        runs.sort_by(|a, b| run_order(*a, *b));
+        std::iter::once((&self.p[c][..], &self.w[c][..]))
+            .chain(runs)
             .collect()
+    }
+
+    /// Class `c`'s scores: the own vector, then the runs ([`Self::sources`]).
+    pub(crate) fn parts(&self, c: usize) -> Vec<&[f64]> {
+        self.sources(c).into_iter().map(|(p, _)| p).collect()
     }
 
     /// Class `c`'s weights, parallel to [`Self::parts`] (empty slices unweighted).
     fn weight_parts(&self, c: usize) -> Vec<&[f64]> {
-        std::iter::once(&self.w[c][..])
-            .chain(self.runs_w[c].iter().map(|r| &r[..]))
-            .chain(self.spilled_w[c].iter().map(|r| &r[..]))
-            .collect()
+        self.sources(c).into_iter().map(|(_, w)| w).collect()
     }
 
     /// Copies the runs, spilled ones too, into the own vectors (a state handed on from
@@ -985,6 +1041,8 @@ impl ValueStore {
                 .values()
         });
         let mapped = buffers.map(spill::is_spilled);
+        // Groups whose own rows took a second state's: sorted below.
+        let mut mixed = vec![];
         for (r, &g) in groups.iter().enumerate() {
             if states[0].is_null(r) {
                 continue;
@@ -1034,12 +1092,22 @@ impl ValueStore {
                     // rows); later ones grow it by doubling, which then fits two exactly.
                     rows.p[c].reserve_exact(span.len());
                     rows.w[c].reserve_exact(wspan.len());
+                } else if !span.is_empty() {
+                    mixed.push(g);
                 }
                 rows.p[c].extend_from_slice(&p[span]);
                 rows.w[c].extend_from_slice(&w[wspan]);
                 let after = rows.p[c].capacity() + rows.w[c].capacity();
                 self.bytes += (after - before) * size_of::<f64>();
             }
+        }
+        // Own rows gathered from several states lie in the order the states arrived in;
+        // sorted, they are the same whatever that order (and a reader that sums them as
+        // they lie gives the same result from one run to the next).
+        mixed.sort_unstable();
+        mixed.dedup();
+        for g in mixed {
+            self.with_group(g, |rows| (0..2).for_each(|c| rows.sort_own(c)));
         }
         self.fit_budget()
     }
