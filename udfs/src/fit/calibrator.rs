@@ -47,6 +47,12 @@ pub(crate) trait Calibrator: Send + Sync + 'static {
         false
     }
 
+    /// Whether the fit reads a state's kept rows in any order ([`FitState::rows_only`]), so
+    /// that states are handed on and read without sorting them.
+    fn reads_rows_in_any_order(&self) -> bool {
+        false
+    }
+
     /// Whether the fit takes a field (`FieldFit`) and `calibrate` takes it too.
     fn field_aware(&self) -> bool {
         false

@@ -12,9 +12,13 @@ use crate::model::{check_probability, ConfCalibRow, FieldKey, Model, ModelRef};
 use crate::scalars::confcalib_multiplier;
 
 use super::calibrator::{Calibrator, Settings};
-use super::nonparametric::{points_loss, quantile_edges_of_points};
-use super::state::FitState;
+use super::nonparametric::{points_loss, quantile_edges_of_points, LossSum};
+use super::state::{ClassParts, FitState};
 use super::{Method, NONPARAMETRIC_EXACT_CAP};
+use crate::metrics::binning::{
+    kth_of_two, quantile_edges_of_parts, quantile_levels, unweighted_quantile_edges, SELECT_FROM,
+};
+use crate::values::{run_order, sort_f64};
 
 #[user_doc(
     doc_section(label = "Calibrators"),
@@ -81,6 +85,10 @@ impl Calibrator for ConfCalib {
         true
     }
 
+    fn reads_rows_in_any_order(&self) -> bool {
+        true
+    }
+
     fn fit_fields(&self, states: &[(&str, &FitState)], settings: &Settings) -> Option<Model> {
         Some(confcalib(states, settings.count, settings.lambda))
     }
@@ -108,42 +116,10 @@ fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
     // results are read in the values' order, so the model does not depend on the threads.
     let fitted = crate::parallel::map_in_order(states.len(), crate::parallel::cores(), |k| {
         let st = states[k].1;
-        let pts = st.sorted_points();
-        let edges = quantile_edges_of_points(&pts, bins);
-        // A point is in bin b when inner edge b − 1 < p ≤ inner edge b. The points ascend,
-        // so bin b holds the run pts[cut[b]..cut[b + 1]] (the cuts kept non-decreasing
-        // should rounding make two edges cross).
-        let mut cut = vec![0];
-        for &e in &edges[1..bins] {
-            let below = pts.partition_point(|q| q.0 <= e);
-            cut.push(below.max(cut[cut.len() - 1]));
+        match st.rows_only() {
+            Some(classes) => fit_rows(classes, bins, lambda),
+            None => fit_points(&st.sorted_points(), bins, lambda),
         }
-        cut.push(pts.len());
-        let (mut n, mut sp, mut t) = (vec![0.0; bins], vec![0.0; bins], vec![0.0; bins]);
-        for b in 0..bins {
-            for &(p, pn, pt) in &pts[cut[b]..cut[b + 1]] {
-                n[b] += pn;
-                sp[b] += pn * p;
-                t[b] += pt;
-            }
-        }
-        let mult: Vec<f64> = (0..bins)
-            .map(|b| {
-                if n[b] == 0.0 {
-                    return 1.0;
-                }
-                let (mean_p, rate) = (sp[b] / n[b], t[b] / n[b]);
-                confcalib_multiplier(mean_p.clamp(0.0, 1.0), rate, n[b], lambda).unwrap_or(1.0)
-            })
-            .collect();
-        let mut b = 0;
-        let loss = points_loss(&pts, |i| {
-            while i >= cut[b + 1] {
-                b += 1;
-            }
-            (pts[i].0 * mult[b]).clamp(0.0, 1.0)
-        });
-        (edges, mult, loss)
     });
     let (mut keys, mut edges_all, mut multipliers) = (vec![], vec![], vec![]);
     let mut loss_sum = 0.0;
@@ -159,4 +135,240 @@ fn confcalib(states: &[(&str, &FitState)], bins: usize, lambda: f64) -> Model {
     m.field_values = Some(multipliers);
     m.converged = Some(true);
     m
+}
+
+/// A field value's edges, multipliers and loss.
+type Fitted = (Vec<f64>, Vec<f64>, f64);
+
+/// Each bin's multiplier from its rows, Σp and Σt.
+fn multipliers(n: &[f64], sp: &[f64], t: &[f64], lambda: f64) -> Vec<f64> {
+    (0..n.len())
+        .map(|b| {
+            if n[b] == 0.0 {
+                return 1.0;
+            }
+            let (mean_p, rate) = (sp[b] / n[b], t[b] / n[b]);
+            confcalib_multiplier(mean_p.clamp(0.0, 1.0), rate, n[b], lambda).unwrap_or(1.0)
+        })
+        .collect()
+}
+
+/// A field value fitted from its ascending points (score, rows, positives): a state whose
+/// scores repeat (collapsed into points) or that went to the grid.
+fn fit_points(pts: &[(f64, f64, f64)], bins: usize, lambda: f64) -> Fitted {
+    let edges = quantile_edges_of_points(pts, bins);
+    // A point is in bin b when inner edge b − 1 < p ≤ inner edge b. The points ascend,
+    // so bin b holds the run pts[cut[b]..cut[b + 1]] (the cuts kept non-decreasing
+    // should rounding make two edges cross).
+    let mut cut = vec![0];
+    for &e in &edges[1..bins] {
+        let below = pts.partition_point(|q| q.0 <= e);
+        cut.push(below.max(cut[cut.len() - 1]));
+    }
+    cut.push(pts.len());
+    let (mut n, mut sp, mut t) = (vec![0.0; bins], vec![0.0; bins], vec![0.0; bins]);
+    for b in 0..bins {
+        for &(p, pn, pt) in &pts[cut[b]..cut[b + 1]] {
+            n[b] += pn;
+            sp[b] += pn * p;
+            t[b] += pt;
+        }
+    }
+    let mult = multipliers(&n, &sp, &t, lambda);
+    let mut b = 0;
+    let loss = points_loss(pts, |i| {
+        while i >= cut[b + 1] {
+            b += 1;
+        }
+        (pts[i].0 * mult[b]).clamp(0.0, 1.0)
+    });
+    (edges, mult, loss)
+}
+
+/// A field value fitted from its kept rows where they lie, unsorted (each class's own rows
+/// and merged runs): the edges from the rows' order statistics (selected, or read from a
+/// sorted copy when the rows are few), then each row binned against them, once for the
+/// bins' sums and once for the loss. The parts are read in an order of their own (a
+/// small own list sorted, the runs by their contents), not the order the partial states
+/// arrived in, so the sums do not change from one run to the next.
+fn fit_rows(classes: [ClassParts<'_>; 2], bins: usize, lambda: f64) -> Fitted {
+    let n: usize = classes
+        .iter()
+        .map(|(own, runs)| own.len() + runs.iter().map(|r| r.len()).sum::<usize>())
+        .sum();
+    let small = n < SELECT_FROM;
+    let sorted_own: [Option<Vec<f64>>; 2] = classes.each_ref().map(|(own, runs)| {
+        (small || (own.len() < SELECT_FROM && !runs.is_empty())).then(|| {
+            let mut v: Vec<f64> = own.to_vec();
+            runs.iter()
+                .filter(|_| small)
+                .for_each(|r| v.extend_from_slice(r));
+            sort_f64(&mut v);
+            v
+        })
+    });
+    // Each class's parts, in their reading order.
+    let parts: [Vec<&[f64]>; 2] = [0, 1].map(|c| {
+        let (own, runs) = &classes[c];
+        let own: &[f64] = sorted_own[c].as_deref().unwrap_or(own);
+        if small {
+            return vec![own];
+        }
+        let mut runs: Vec<&[f64]> = runs.clone();
+        runs.sort_by(|a, b| run_order((a, &[]), (b, &[])));
+        std::iter::once(own).chain(runs).collect()
+    });
+    let selected = match small {
+        true => None,
+        false => {
+            let all: Vec<&[f64]> = parts.iter().flatten().copied().collect();
+            quantile_edges_of_parts(&all, bins)
+        }
+    };
+    let edges = selected.unwrap_or_else(|| {
+        // Few rows (each class one sorted part), or too many bins to select.
+        let merged;
+        let (neg, pos) = match &sorted_own {
+            [Some(neg), Some(pos)] if small => (&neg[..], &pos[..]),
+            _ => {
+                let mut all: Vec<f64> = parts
+                    .iter()
+                    .flatten()
+                    .flat_map(|p| p.iter())
+                    .copied()
+                    .collect();
+                sort_f64(&mut all);
+                merged = all;
+                (&merged[..], &[][..])
+            }
+        };
+        unweighted_quantile_edges(n, &quantile_levels(bins), |r| kth_of_two(neg, pos, r))
+    });
+    // Bin b holds inner edge b − 1 < p ≤ inner edge b; running maxima of the inner edges,
+    // should rounding make two cross (the later bin is then empty).
+    let mut inner: Vec<f64> = edges[1..bins].to_vec();
+    for k in 1..inner.len() {
+        inner[k] = inner[k].max(inner[k - 1]);
+    }
+    // A short list is counted without branches (the default 10 bins: 9 comparisons).
+    let linear = inner.len() <= 16;
+    let bin_of = |p: f64| match linear {
+        true => inner.iter().map(|&e| (e < p) as usize).sum(),
+        false => inner.partition_point(|&e| e < p),
+    };
+    let (mut rows_in, mut sp, mut t) = (vec![0.0; bins], vec![0.0; bins], vec![0.0; bins]);
+    for (c, class) in parts.iter().enumerate() {
+        for &p in class.iter().flat_map(|part| part.iter()) {
+            let b = bin_of(p);
+            rows_in[b] += 1.0;
+            sp[b] += p;
+            t[b] += c as f64;
+        }
+    }
+    let mult = multipliers(&rows_in, &sp, &t, lambda);
+    let mut loss = LossSum::new(n);
+    for (c, class) in parts.iter().enumerate() {
+        for &p in class.iter().flat_map(|part| part.iter()) {
+            loss.add((p * mult[bin_of(p)]).clamp(0.0, 1.0), 1.0, c as f64);
+        }
+    }
+    (edges, mult, loss.mean())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inference::bootstrap::splitmix64;
+
+    /// Rows of both classes: distinct scores, a share of them rounded to 3 decimals (ties
+    /// within and across the classes), labels drawn from the score.
+    fn classes(n: usize, seed: u64) -> [Vec<f64>; 2] {
+        let mut out = [vec![], vec![]];
+        for i in 0..n as u64 {
+            let u = splitmix64(seed ^ i) as f64 / 2f64.powi(64);
+            let p = if i % 5 == 0 {
+                (u * 1000.0).round() / 1000.0
+            } else {
+                u
+            };
+            let y = (splitmix64(seed ^ i ^ 0xABCD) as f64 / 2f64.powi(64) < p) as usize;
+            out[y].push(p);
+        }
+        out
+    }
+
+    /// Each class's rows as ascending points (score, rows, positives), both merged.
+    fn points(classes: &[Vec<f64>; 2]) -> Vec<(f64, f64, f64)> {
+        let mut all: Vec<(f64, usize)> = classes
+            .iter()
+            .enumerate()
+            .flat_map(|(c, v)| v.iter().map(move |&p| (p, c)))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut pts: Vec<(f64, f64, f64)> = vec![];
+        for (p, c) in all {
+            match pts.last_mut() {
+                Some(last) if last.0 == p => {
+                    last.1 += 1.0;
+                    last.2 += c as f64;
+                }
+                _ => pts.push((p, 1.0, c as f64)),
+            }
+        }
+        pts
+    }
+
+    /// A class cut into an own list and runs, in the given order of the runs.
+    fn cut(v: &[f64], own: usize, runs: &[(usize, usize)]) -> (Vec<f64>, Vec<Vec<f64>>) {
+        (
+            v[..own].to_vec(),
+            runs.iter().map(|&(a, b)| v[a..b].to_vec()).collect(),
+        )
+    }
+
+    /// The rows read where they lie, unsorted, give the model of the sorted points (the
+    /// path of a state whose scores repeat): the same edges, multipliers and loss to
+    /// 1e-12, whether the rows are few (a sorted copy), many (selected order statistics) or
+    /// cut into more bins than selection takes; and the same bits whatever order the runs
+    /// come in. Both paths are calibsql's: this checks only that they agree (the
+    /// references are in `tests/fits`).
+    #[test]
+    fn rows_where_they_lie_give_the_points_model() {
+        for (n, bins) in [(3_000, 10), (40_000, 10), (40_000, 37), (40_000, 200)] {
+            let cls = classes(n, n as u64 + bins as u64);
+            let want = fit_points(&points(&cls), bins, 1.96);
+            let mut got_bits = None;
+            for order in [[0, 1, 2], [2, 0, 1]] {
+                let parts = cls.each_ref().map(|v| {
+                    let l = v.len();
+                    let spans = [(l / 10, l / 2), (l / 2, l * 3 / 4), (l * 3 / 4, l)];
+                    cut(v, l / 10, &order.map(|k| spans[k]))
+                });
+                let classes = parts
+                    .each_ref()
+                    .map(|(own, runs)| (&own[..], runs.iter().map(|r| &r[..]).collect()));
+                let got = fit_rows(classes, bins, 1.96);
+                assert_eq!(got.0, want.0, "{n} rows, {bins} bins: edges");
+                for (g, w) in got.1.iter().zip(&want.1) {
+                    assert!(
+                        (g - w).abs() <= 1e-12 * w.abs(),
+                        "{n} rows, {bins} bins: {g} vs {w}"
+                    );
+                }
+                assert!(
+                    (got.2 - want.2).abs() <= 1e-12 * want.2,
+                    "loss {} vs {}",
+                    got.2,
+                    want.2
+                );
+                let bits: Vec<u64> = got.1.iter().chain([&got.2]).map(|x| x.to_bits()).collect();
+                match &got_bits {
+                    None => got_bits = Some(bits),
+                    Some(first) => {
+                        assert_eq!(&bits, first, "{n} rows: the runs' order changed bits")
+                    }
+                }
+            }
+        }
+    }
 }

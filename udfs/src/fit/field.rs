@@ -308,7 +308,7 @@ impl Kernel for FieldFitKernel {
         let inner = if self.is_every_inner_group(&order) {
             self.inner.take_state(0..self.inner.num_groups())?
         } else {
-            self.inner.settle_sorted(0..self.inner.num_groups());
+            self.inner.settle_for_reading(0..self.inner.num_groups());
             self.inner.state(0..self.inner.num_groups())?
         };
         self.state_with(range, order, inner)
@@ -317,7 +317,7 @@ impl Kernel for FieldFitKernel {
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         for keys in &self.keys[range.clone()] {
             for &(_, i) in &keys.order {
-                self.inner.settle_sorted(i..i + 1);
+                self.inner.settle_for_reading(i..i + 1);
             }
         }
         let models: Vec<Option<Model>> = range.map(|g| self.finish(g)).collect();

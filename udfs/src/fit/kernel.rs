@@ -171,9 +171,22 @@ impl FitKernel {
     /// Whether the groups in `range` are handed on with their rows sorted, however many:
     /// when there are several. Their rows share the lists' buffers, which the state that
     /// reads them could only sort on a copy; a group handed on alone may leave its rows
-    /// unsorted (see [`FitState::settle`]).
-    fn hands_on_sorted(range: &Range<usize>) -> bool {
-        range.len() > 1
+    /// unsorted (see [`FitState::settle`]). Never for a fit that reads rows in any order.
+    fn hands_on_sorted(&self, range: &Range<usize>) -> bool {
+        range.len() > 1 && !self.reads_rows_in_any_order()
+    }
+
+    fn reads_rows_in_any_order(&self) -> bool {
+        self.method.calibrator().reads_rows_in_any_order()
+    }
+
+    /// Settles the groups in `range` into the form the fit reads: sorted
+    /// ([`Self::settle_sorted`]) unless it reads rows in any order.
+    pub(crate) fn settle_for_reading(&mut self, range: Range<usize>) {
+        match self.reads_rows_in_any_order() {
+            true => self.settle_with(range, FitState::settle_unsorted),
+            false => self.settle_sorted(range),
+        }
     }
 
     /// Settles the groups in `range`, so that each is handed on as it will stay (see
@@ -479,7 +492,7 @@ impl Kernel for FitKernel {
     /// empty: 24 bytes a point instead of 64); and each class's kept rows, ascending (8 bytes
     /// a row). A group that is not settled is handed on as a settled copy.
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        let sorted = Self::hands_on_sorted(&range);
+        let sorted = self.hands_on_sorted(&range);
         let sts: Vec<Cow<'_, FitState>> = self.groups[range]
             .iter()
             .map(|st| st.settled(sorted))
@@ -497,9 +510,10 @@ impl Kernel for FitKernel {
     /// own rows become the lists' buffers without a copy (a partition's state); several are
     /// concatenated, each group's freed once copied.
     fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        match Self::hands_on_sorted(&range) {
-            true => self.settle_sorted(range.clone()),
-            false => self.settle(range.clone()),
+        match (self.hands_on_sorted(&range), self.reads_rows_in_any_order()) {
+            (true, _) => self.settle_sorted(range.clone()),
+            (false, true) => self.settle_with(range.clone(), FitState::settle_unsorted),
+            (false, false) => self.settle(range.clone()),
         }
         let mut rows: [Vec<Vec<f64>>; 2] = Default::default();
         for st in &mut self.groups[range.clone()] {
@@ -520,7 +534,7 @@ impl Kernel for FitKernel {
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        self.settle_sorted(range.clone());
+        self.settle_for_reading(range.clone());
         let models: Vec<Option<Model>> = self.groups[range]
             .iter()
             .map(|st| self.finish(st))

@@ -10,8 +10,9 @@
 //! A kept row whose target is 0 or 1 is its 8-byte score in its class's list, a third of a
 //! point (score, Σ1, Σt). The lists stay rows while their scores are mostly distinct, and are
 //! handed on one list a class, sorted unless the state is large ([`FitState::settle`]: the
-//! reader may then go to the grid without sorting them); a merged state's lists are kept
-//! where they lie, in the state's Arrow buffer. Rows whose scores repeat are collapsed into ascending points, and so
+//! reader may then go to the grid without sorting them) or its fit reads rows in any order
+//! (`fit_confcalib`: [`FitState::rows_only`]); a merged state's lists are kept where they
+//! lie, in the state's Arrow buffer. Rows whose scores repeat are collapsed into ascending points, and so
 //! are rows with an IPS target and merged states' points.
 
 use std::borrow::Cow;
@@ -50,6 +51,10 @@ const UNSORTED_FROM: usize = 1 << 20;
 /// (filled on all cores, then added in order): a constant, so the sums do not depend on the
 /// cores.
 const PARALLEL_GRIDS: usize = 4;
+
+/// A class's kept rows as they lie: its own list and the merged runs
+/// ([`FitState::rows_only`]).
+pub(crate) type ClassParts<'a> = (&'a [f64], Vec<&'a [f64]>);
 
 /// One distinct score of an exact-mode state and its sums.
 #[derive(Debug, Clone, Copy)]
@@ -666,6 +671,16 @@ impl FitState {
     /// handed on unsorted, for the state that reads it to decide ([`Self::settle_sorted`]).
     /// Called before the state is handed on.
     pub(crate) fn settle(&mut self) {
+        self.settle_as(true);
+    }
+
+    /// [`Self::settle`] for a reader that takes the rows in any order (`fit_confcalib`): the
+    /// rows stay as they came, however few.
+    pub(crate) fn settle_unsorted(&mut self) {
+        self.settle_as(false);
+    }
+
+    fn settle_as(&mut self, sort_small: bool) {
         let Some(a) = &mut self.appended else {
             return;
         };
@@ -686,7 +701,7 @@ impl FitState {
         let Some(a) = &mut self.appended else {
             return;
         };
-        if !large {
+        if !large && sort_small {
             a.sort();
         }
         if !a.other.is_empty() {
@@ -737,6 +752,20 @@ impl FitState {
             Some(a) => a.class[c].joined(a.sorted),
             None => Cow::Borrowed(&[]),
         }
+    }
+
+    /// A state that holds kept rows and nothing else (no points, not a grid): each class's
+    /// own rows and its merged runs, as they lie (ascending only if the state sorted them).
+    pub(crate) fn rows_only(&self) -> Option<[ClassParts<'_>; 2]> {
+        let a = self.appended.as_ref()?;
+        if self.grid.is_some() || !self.points.is_empty() || !a.other.is_empty() {
+            return None;
+        }
+        Some(
+            a.class
+                .each_ref()
+                .map(|c| (&c.own[..], c.runs.iter().map(|r| &r[..]).collect())),
+        )
     }
 
     /// Moves a settled state's rows out when each class is one own list (the common case of

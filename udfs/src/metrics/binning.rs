@@ -327,8 +327,23 @@ pub(crate) fn unweighted_quantile_edges(
 /// [`values::select_ranks`]), or None when the rows are weighted, few (sorting is as fast),
 /// or the bins too many.
 pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>> {
-    let n = rows.len();
-    if n < 1 << 14 || rows.weighted() {
+    if rows.len() < SELECT_FROM || rows.weighted() {
+        return None;
+    }
+    let mut parts = rows.parts(0);
+    parts.extend(rows.parts(1));
+    quantile_edges_of_parts(&parts, m)
+}
+
+/// Rows from which [`quantile_edges_of_parts`] pays: below, sorting a copy is as fast.
+pub(crate) const SELECT_FROM: usize = 1 << 14;
+
+/// `numpy.percentile` edges (the 'quantile' rule, `m` bins) of the union of `parts` (in any
+/// order, left untouched), by selecting the order statistics they read; None when there
+/// are too many bins to select (see `values::select_ranks`) or no rows.
+pub(crate) fn quantile_edges_of_parts(parts: &[&[f64]], m: usize) -> Option<Vec<f64>> {
+    let n: usize = parts.iter().map(|p| p.len()).sum();
+    if n == 0 {
         return None;
     }
     let qs = quantile_levels(m);
@@ -342,9 +357,7 @@ pub(crate) fn quantile_edges_unsorted(rows: &Rows, m: usize) -> Option<Vec<f64>>
     }
     ranks.sort_unstable();
     ranks.dedup();
-    let mut parts = rows.parts(0);
-    parts.extend(rows.parts(1));
-    let values = values::select_ranks(&parts, &ranks)?;
+    let values = values::select_ranks(parts, &ranks)?;
     let at = |i: usize| values[ranks.binary_search(&i).expect("a selected rank")];
     Some(unweighted_quantile_edges(n, &qs, at))
 }

@@ -152,7 +152,7 @@ fn append(own: &mut Vec<f64>, runs: Vec<ScalarBuffer<f64>>) {
 
 /// The order of two runs (scores and weights) by their contents alone: length, then the
 /// scores' bits, then the weights'. Runs equal in all three are interchangeable.
-fn run_order(a: (&[f64], &[f64]), b: (&[f64], &[f64])) -> std::cmp::Ordering {
+pub(crate) fn run_order(a: (&[f64], &[f64]), b: (&[f64], &[f64])) -> std::cmp::Ordering {
     fn bits(s: &[f64]) -> impl Iterator<Item = u64> + '_ {
         s.iter().map(|x| x.to_bits())
     }
