@@ -24,7 +24,9 @@ use std::hash::BuildHasher;
 
 use super::grid::{Entry, Grid};
 use crate::labels::Label;
-use crate::values::{at_least_distinct, class_runs, is_sorted_f64, make_room, sort_f64, Tally};
+use crate::values::{
+    at_least_distinct, class_runs, is_sorted_f64, make_room, push_by_label, sort_f64, Tally,
+};
 
 /// Points of merged states and rows with an IPS target are sorted into the points when they
 /// are this many times the points (or [`MIN_APPENDED`], if more): each is merged about 1.25
@@ -472,26 +474,9 @@ impl FitState {
         let Some(a) = &mut self.appended else {
             return false;
         };
-        let y = &y[..s.len()];
         let [neg, pos] = &mut a.class;
-        let (neg, pos) = (&mut neg.own, &mut pos.own);
-        // Room for the whole batch in both lists, then each row written to both and kept
-        // in one: the lengths move by the label.
-        make_room(neg, s.len());
-        make_room(pos, s.len());
-        let (mut at, mut pos_at) = (neg.len(), pos.len());
-        neg.resize(at + s.len(), 0.0);
-        pos.resize(pos_at + s.len(), 0.0);
-        for (&si, &yi) in s.iter().zip(y) {
-            let si = si + 0.0; // -0.0 and 0.0 are one score
-            let one = yi.bit() as usize;
-            neg[at] = si;
-            pos[pos_at] = si;
-            at += 1 - one;
-            pos_at += one;
-        }
-        neg.truncate(at);
-        pos.truncate(pos_at);
+        // `+ 0.0`: -0.0 and 0.0 are one score.
+        push_by_label(s, &y[..s.len()], &mut neg.own, &mut pos.own, |si| si + 0.0);
         a.settled = false;
         a.sorted = false;
         if a.due(self.points.len()) {
