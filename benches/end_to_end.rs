@@ -394,7 +394,9 @@ async fn report(rows: usize, runs: Runs) {
 /// `site` again on the other (it has one field).
 const EVERY_AGGREGATE: &[(&str, &str, f64)] = &[
     ("ace", "ace(p, y)", 4.0),
-    ("auc", "auc(p, y)", 2.0),
+    // The speed issue asks `auc` to stay where it was (3.5 s when filed): no ratio target;
+    // its own is the DuckDB pair (`duckdb_auc`).
+    ("auc", "auc(p, y)", f64::NAN),
     ("brier", "brier(p, y)", 2.0),
     ("ece", "ece(p, y)", 2.0),
     ("ece quantile", "ece(p, y, 15, 'quantile')", 4.0),
