@@ -158,10 +158,12 @@ impl Corp {
         self.total[0] += w0;
         self.total[1] += w1;
         self.s_p += score(self.logloss, w0, w1, p);
-        let mean = |b: &[f64; 2]| b[1] / (b[0] + b[1]);
+        // Pool while the last block's mean label is not below this one's: b1 / (b0 + b1)
+        // compared by cross-multiplying (both sums of weights are positive), which is exact
+        // for counts and spares two divisions a step.
         let mut block = [w0, w1];
         while let Some(last) = self.blocks.last() {
-            if mean(last) < mean(&block) {
+            if last[1] * (block[0] + block[1]) < block[1] * (last[0] + last[1]) {
                 break;
             }
             block = [last[0] + block[0], last[1] + block[1]];
