@@ -86,28 +86,44 @@ struct Histogram {
 impl Histogram {
     /// Fitting: `clip(p, ε, 1−ε)` in bins closed on the left, `[e_k, e_{k+1})`.
     fn fit(points: &[(f64, f64, f64)], prefix: &Prefix, bins: usize) -> Self {
+        Self::fit_scored(points, prefix, bins).0
+    }
+
+    /// [`Self::fit`] and the log-likelihood of its predictions on the fitted points, each log
+    /// clamped at −100: per bin of [`Histogram::predict`] (`(e_k, e_{k+1}]`), its positives
+    /// and negatives times the logs of its one prediction. One walk along the points: a
+    /// point below the fit's edge (clipped) is below the same edge unclipped, so the
+    /// prediction's bin ends at or past the fit's, usually there.
+    fn fit_scored(points: &[(f64, f64, f64)], prefix: &Prefix, bins: usize) -> (Self, f64) {
         let step = 1.0 / bins as f64;
         let mut edges: Vec<f64> = (0..bins).map(|k| k as f64 * step).collect();
         edges.push(1.0);
         let clip = |p: f64| p.clamp(f64::EPSILON, 1.0 - f64::EPSILON);
-        let mut start = 0;
-        let values = (0..bins)
-            .map(|k| {
-                let end = if k + 1 == bins {
-                    points.len()
-                } else {
-                    partition_from(points, start, |pt| clip(pt.0) < edges[k + 1])
-                };
-                let (n, t) = prefix.sums(start, end);
-                start = end;
-                if n > 0.0 {
-                    t / n
-                } else {
-                    0.5 * (edges[k] + edges[k + 1])
-                }
-            })
-            .collect();
-        Histogram { edges, values }
+        let (mut start, mut start_ll, mut ll) = (0, 0, 0.0);
+        let mut values = Vec::with_capacity(bins);
+        for k in 0..bins {
+            let (end, end_ll) = if k + 1 == bins {
+                (points.len(), points.len())
+            } else {
+                let end = partition_from(points, start, |pt| clip(pt.0) < edges[k + 1]);
+                (end, partition_from(points, end, |pt| pt.0 <= edges[k + 1]))
+            };
+            let (n, t) = prefix.sums(start, end);
+            start = end;
+            let value = if n > 0.0 {
+                t / n
+            } else {
+                0.5 * (edges[k] + edges[k + 1])
+            };
+            values.push(value);
+            let (n, t) = prefix.sums(start_ll, end_ll);
+            start_ll = end_ll;
+            if n > 0.0 {
+                let est = value.clamp(0.0, 1.0);
+                ll += t * est.ln().max(-100.0) + (n - t) * (-est).ln_1p().max(-100.0);
+            }
+        }
+        (Histogram { edges, values }, ll)
     }
 
     /// netcal's `transform`: bins closed on the right, out-of-range p in the end bins.
@@ -115,29 +131,6 @@ impl Histogram {
         let bins = self.values.len();
         let k = self.edges.partition_point(|&e| e < p).saturating_sub(1);
         self.values[k.min(bins - 1)].clamp(0.0, 1.0)
-    }
-
-    /// The log-likelihood of the predictions on the fitted points, each log clamped at −100:
-    /// per bin of [`Histogram::predict`] (`(e_k, e_{k+1}]`), its positives and negatives
-    /// times the logs of its one prediction.
-    fn log_likelihood(&self, points: &[(f64, f64, f64)], prefix: &Prefix) -> f64 {
-        let bins = self.values.len();
-        let mut start = 0;
-        let mut ll = 0.0;
-        for k in 0..bins {
-            let end = if k + 1 == bins {
-                points.len()
-            } else {
-                partition_from(points, start, |pt| pt.0 <= self.edges[k + 1])
-            };
-            let (n, t) = prefix.sums(start, end);
-            start = end;
-            if n > 0.0 {
-                let est = self.values[k].clamp(0.0, 1.0);
-                ll += t * est.ln().max(-100.0) + (n - t) * (-est).ln_1p().max(-100.0);
-            }
-        }
-        ll
     }
 }
 
@@ -153,7 +146,7 @@ fn fit_bbq(st: &FitState, m: &mut Model) {
     // Every bin count's BIC, on all cores (thousands of histograms on millions of rows);
     // only the kept histograms are fitted again below.
     let bic_of = |bins: usize| {
-        let ll = Histogram::fit(&points, &prefix, bins).log_likelihood(&points, &prefix);
+        let (_, ll) = Histogram::fit_scored(&points, &prefix, bins);
         -2.0 * ll + bins as f64 * rows.ln()
     };
     let count = max_bins - min_bins + 1;
