@@ -383,6 +383,8 @@ fn split_and_merged_states_equal_a_single_pass() {
 /// states (their rows gathered into one list) and states of more than 4,096 rows a class
 /// (kept as runs of the states' buffers). With more states, sums of floats added in another
 /// order can differ in their last bits (as DataFusion's own `sum` and `avg` do): not tested.
+/// An invariance test: it compares the code with itself (the values' references are the
+/// .slt files').
 #[test]
 fn the_order_two_states_arrive_in_changes_no_bit() {
     for rows in [120, 30_000] {

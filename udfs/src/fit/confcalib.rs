@@ -199,10 +199,11 @@ fn fit_rows(classes: [ClassParts<'_>; 2], bins: usize, lambda: f64) -> Fitted {
     let small = n < SELECT_FROM;
     let sorted_own: [Option<Vec<f64>>; 2] = classes.each_ref().map(|(own, runs)| {
         (small || (own.len() < SELECT_FROM && !runs.is_empty())).then(|| {
+            // Few rows: the whole class in one sorted copy; else the small own list only.
             let mut v: Vec<f64> = own.to_vec();
-            runs.iter()
-                .filter(|_| small)
-                .for_each(|r| v.extend_from_slice(r));
+            if small {
+                runs.iter().for_each(|r| v.extend_from_slice(r));
+            }
             sort_f64(&mut v);
             v
         })
@@ -250,12 +251,26 @@ fn fit_rows(classes: [ClassParts<'_>; 2], bins: usize, lambda: f64) -> Fitted {
     for k in 1..inner.len() {
         inner[k] = inner[k].max(inner[k - 1]);
     }
-    // A short list is counted without branches (the default 10 bins: 9 comparisons).
-    let linear = inner.len() <= 16;
-    let bin_of = |p: f64| match linear {
-        true => inner.iter().map(|&e| (e < p) as usize).sum(),
-        false => inner.partition_point(|&e| e < p),
+    // A short list is counted without branches (the default 10 bins: 9 comparisons); the
+    // choice is made once, each way its own loop.
+    let (mult, loss) = match inner.len() <= 16 {
+        true => binned(&parts, bins, lambda, |p| {
+            inner.iter().map(|&e| (e < p) as usize).sum()
+        }),
+        false => binned(&parts, bins, lambda, |p| inner.partition_point(|&e| e < p)),
     };
+    (edges, mult, loss)
+}
+
+/// The multipliers and the loss of rows `parts` (per class) binned by `bin_of`: a pass for
+/// the bins' sums, then, the multipliers known, a pass for each row's loss (its bin found
+/// again: nine comparisons cost less than keeping a bin a row).
+fn binned(
+    parts: &[Vec<&[f64]>; 2],
+    bins: usize,
+    lambda: f64,
+    bin_of: impl Fn(f64) -> usize,
+) -> (Vec<f64>, f64) {
     let (mut rows_in, mut sp, mut t) = (vec![0.0; bins], vec![0.0; bins], vec![0.0; bins]);
     for (c, class) in parts.iter().enumerate() {
         for &p in class.iter().flat_map(|part| part.iter()) {
@@ -266,13 +281,14 @@ fn fit_rows(classes: [ClassParts<'_>; 2], bins: usize, lambda: f64) -> Fitted {
         }
     }
     let mult = multipliers(&rows_in, &sp, &t, lambda);
-    let mut loss = LossSum::new(n);
+    let rows = rows_in.iter().sum::<f64>() as usize;
+    let mut loss = LossSum::new(rows);
     for (c, class) in parts.iter().enumerate() {
         for &p in class.iter().flat_map(|part| part.iter()) {
             loss.add((p * mult[bin_of(p)]).clamp(0.0, 1.0), 1.0, c as f64);
         }
     }
-    (edges, mult, loss.mean())
+    (mult, loss.mean())
 }
 
 #[cfg(test)]

@@ -508,16 +508,7 @@ impl Rows {
     /// [`Self::sorted_parts`] with each part's weights (empty slices in an unweighted group).
     pub(crate) fn sorted_weighted_parts(&mut self) -> [Vec<(&[f64], &[f64])>; 2] {
         self.make_parts_sorted();
-        let weighted = self.weighted();
-        [0, 1].map(|c| {
-            let weights = self.weight_parts(c);
-            let weight = |i: usize| if weighted { weights[i] } else { &[][..] };
-            self.parts(c)
-                .into_iter()
-                .enumerate()
-                .map(|(i, p)| (p, weight(i)))
-                .collect()
-        })
+        [0, 1].map(|c| self.sources(c))
     }
 
     fn make_parts_sorted(&mut self) {
