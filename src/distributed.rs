@@ -99,10 +99,18 @@ pub fn scheduler_session(config: SessionConfig, s3: &S3Options) -> Result<Sessio
 }
 
 /// The functions an executor can run: DataFusion's (as Ballista registers them) and every
-/// calibsql function.
-pub fn function_registry() -> Result<BallistaFunctionRegistry> {
+/// calibsql function; under a memory limit, the functions whose results grow with an
+/// argument's value bounded by it ([`crate::value_limits`]).
+pub fn function_registry(memory_limit: Option<u64>) -> Result<BallistaFunctionRegistry> {
     let state = scheduler_session(cluster_config(), &S3Options::default())?;
-    Ok(BallistaFunctionRegistry::from(&state))
+    let ctx = SessionContext::new_with_state(state);
+    if let Some(limit) = memory_limit {
+        crate::value_limits::bound_value_functions(
+            &ctx,
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        );
+    }
+    Ok(BallistaFunctionRegistry::from(&ctx.state()))
 }
 
 /// Executor runtimes: spill files under `work_dir` and `s3://` read with `s3`. (The
@@ -252,7 +260,7 @@ pub async fn run_executor(config: ExecutorConfig) -> Result<()> {
     if config.concurrent_tasks == 0 {
         return plan_err!("calibsql executor: --concurrent-tasks must be at least 1");
     }
-    let registry = Arc::new(function_registry()?);
+    let registry = Arc::new(function_registry(config.memory_limit)?);
     // Under a memory limit, the rows the aggregates keep (and the fits' states) are held in a
     // pool of the limit of their own and spill to the work directory: Ballista gives each
     // task a pool of its own, which an aggregate cannot reach. Held here for the executor's
@@ -333,7 +341,7 @@ pub async fn start_local_executor(
         config_producer(),
         runtime_producer(s3, None),
         codec,
-        function_registry()?,
+        function_registry(None)?,
     )
     .await
     .map_err(ballista_error)

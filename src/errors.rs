@@ -28,11 +28,31 @@ fn describe(error: &anyhow::Error) -> String {
     dedup_segments(&parts.join(": "))
 }
 
-/// What to do when a query needs more memory than `--memory-limit` allows.
-const MEMORY_HINT: &str = "raise --memory-limit; auc, auc_test, ece_debiased and 'quantile' bins spill \
+/// What to do when a calibsql aggregate that keeps rows is among the consumers that ran out
+/// of `--memory-limit`.
+const KEPT_ROWS_HINT: &str = "raise --memory-limit; auc, auc_test, ece_debiased and 'quantile' bins spill \
 their rows to disk, but the fits' states stay in memory, so \
 filter or sample the rows, round the scores (repeated scores are counted instead of kept), or use a fixed-edge \
 strategy such as 'uniform' or 'sklearn'; see docs/SEMANTICS.md#metrics-that-keep-rows";
+
+/// What to do when any other query runs out of `--memory-limit`.
+const MEMORY_HINT: &str =
+    "raise --memory-limit, or make the query hold less at once: fewer groups \
+or rows (a filter), smaller values, or a join whose smaller side is built";
+
+/// The hint for a "Resources exhausted" message: calibsql's own advice only when one of
+/// its aggregates is a consumer the message names (their reservations are named
+/// `"<function> state"`, see `calibsql_udfs::spill_to`).
+fn memory_hint(message: &str) -> &'static str {
+    let names_a_calibsql_aggregate = calibsql_udfs::all_aggregate_functions()
+        .iter()
+        .any(|f| message.contains(&format!("{} state", f.name())));
+    if names_a_calibsql_aggregate {
+        KEPT_ROWS_HINT
+    } else {
+        MEMORY_HINT
+    }
+}
 
 /// What to do when DataFusion 55's `push_down_leaf_projections` rule fails on valid SQL: the
 /// same expression twice (`sum(x) AS a, sum(x) AS b`) beneath a struct field read plans to
@@ -104,7 +124,8 @@ fn remote_resources_exhausted(text: &str) -> Option<String> {
     let pool = text[start..end].replace("\\\"", "\"");
     Some(format!(
         "{job}Resources exhausted: {pool} (hint: on a cluster the limit is each executor's, \
-         calibsql executor --memory-limit: {MEMORY_HINT})"
+         calibsql executor --memory-limit: {})",
+        memory_hint(&pool)
     ))
 }
 
@@ -118,7 +139,8 @@ fn describe_datafusion(error: &DataFusionError) -> String {
         return s3.to_string();
     }
     if let DataFusionError::ResourcesExhausted(_) = error.find_root() {
-        return format!("{error} (hint: {MEMORY_HINT})");
+        let text = error.to_string();
+        return format!("{text} (hint: {})", memory_hint(&text));
     }
     let text = error.to_string();
     if let Some(message) = remote_resources_exhausted(&text) {
@@ -182,11 +204,26 @@ mod tests {
                  Task failed due to runtime execution error: Resources exhausted: Failed to \
                  allocate additional 6.0 MB for AggregateStream[0] with 6.1 MB already \
                  allocated for this reservation (hint: on a cluster the limit is each \
-                 executor's, calibsql executor --memory-limit: raise --memory-limit;"
+                 executor's, calibsql executor --memory-limit: raise --memory-limit, or make \
+                 the query hold less at once"
             ),
             "{message}"
         );
         assert_eq!(remote_resources_exhausted("Resources exhausted: x"), None);
+    }
+
+    #[test]
+    fn the_kept_rows_hint_only_when_a_calibsql_aggregate_is_a_consumer() {
+        use super::{memory_hint, KEPT_ROWS_HINT, MEMORY_HINT};
+        let ours = "Failed to allocate additional 6.0 MB for fit_isotonic state with 1.0 MB \
+                    already allocated for this reservation";
+        assert_eq!(memory_hint(ours), KEPT_ROWS_HINT);
+        let listed = "Additional allocation failed for X with top memory consumers (across \
+                      reservations) as: auc state#7(can spill: false) consumed 30.0 MB";
+        assert_eq!(memory_hint(listed), KEPT_ROWS_HINT);
+        let theirs = "Failed to allocate additional 60.0 MB for AggregateStream[0] with 1.0 MB \
+                      already allocated for this reservation";
+        assert_eq!(memory_hint(theirs), MEMORY_HINT);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
 
 pub mod address;
+pub mod cancel;
 pub mod constant_join;
 #[cfg(feature = "distributed")]
 pub mod distributed;
@@ -9,11 +10,13 @@ pub mod docs;
 pub mod errors;
 pub mod generate;
 pub mod named_args;
+pub mod nesting;
 pub mod plot;
 pub mod report;
 pub mod s3;
 pub mod settings;
 pub mod tables;
+pub mod value_limits;
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -126,6 +129,9 @@ pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
         .with_default_features();
     let ctx = constant_join::with_constant_joins(state).enable_url_table();
     register_all(&ctx);
+    if let Some(limit) = options.memory_limit {
+        value_limits::bound_value_functions(&ctx, limit);
+    }
     register_s3(&ctx, options.s3.clone())?;
     Ok(ctx)
 }
@@ -148,23 +154,33 @@ pub fn parse_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<Statement
     Ok(statements.into())
 }
 
-/// Plans one parsed statement, after completing named arguments (see [`named_args`]). DDL
-/// and `SET` run right here (their frame has no columns); a query runs when the frame is
-/// collected or streamed.
+/// What every parsed statement goes through before it is planned: refused if it nests too
+/// deep to plan safely ([`nesting::check`]), then its skipped named arguments filled in
+/// ([`named_args`]).
+pub fn prepare_statement(
+    statement: &mut Statement,
+    state: &datafusion::execution::session_state::SessionState,
+) -> Result<()> {
+    nesting::check(statement)?;
+    named_args::fill_skipped_arguments(statement, state)
+}
+
+/// Plans one parsed statement, after [`prepare_statement`]. DDL and `SET` run right here
+/// (their frame has no columns); a query runs when the frame is collected or streamed.
 pub async fn plan_statement(ctx: &SessionContext, mut statement: Statement) -> Result<DataFrame> {
     let state = ctx.state();
-    named_args::fill_skipped_arguments(&mut statement, &state)?;
+    prepare_statement(&mut statement, &state)?;
     let plan = state.statement_to_plan(statement).await?;
     ctx.execute_logical_plan(plan).await
 }
 
-/// Plans and runs one SQL statement like [`SessionContext::sql`], after completing named
-/// arguments that skip optional ones (`ece(p, y, w => weight)`; see [`named_args`]).
+/// Plans and runs one SQL statement like [`SessionContext::sql`], after
+/// [`prepare_statement`] (named arguments that skip optional ones, `ece(p, y, w => weight)`).
 pub async fn sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
     let mut statement = state.sql_to_statement(sql, &dialect)?;
-    named_args::fill_skipped_arguments(&mut statement, &state)?;
+    prepare_statement(&mut statement, &state)?;
     let plan = state.statement_to_plan(statement).await?;
     ctx.execute_logical_plan(plan).await
 }

@@ -41,14 +41,14 @@ create_exception!(
 /// The DataFusion release the engine and the FFI capsules are built on.
 const DATAFUSION_VERSION: &str = "55.2.0";
 
-/// One runtime for every connection: queries run on its worker threads while the calling
-/// Python thread waits with the GIL released.
+/// One runtime for every connection: queries are planned and run on its worker threads,
+/// whose stacks hold statements as deep as calibsql accepts ([`calibsql::nesting`]), while
+/// the calling Python thread waits with the GIL released.
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
+        calibsql::nesting::runtime_builder()
             .thread_name("calibsql")
-            .enable_all()
             .build()
             .expect("a tokio runtime can be built")
     })
@@ -62,37 +62,46 @@ enum Stopped {
     Interrupted(PyErr),
 }
 
-/// Runs `work` on the runtime with the GIL released, checking for Python signals every
-/// 100 ms. On Ctrl-C the future is dropped, which cancels the query (DataFusion stops its
-/// tasks when their stream is dropped), and `KeyboardInterrupt` is raised. A panic becomes a
-/// [`Error`] naming it as an internal error, never a crash of the interpreter.
+/// Runs `work` as a task of the runtime with the GIL released, its statements under one
+/// cancel flag ([`calibsql::cancel`]), while the calling thread (where CPython runs its
+/// signal handlers) checks for Python signals every 100 ms. On Ctrl-C the flag is set, which
+/// stops the statement's operators at once, the task is aborted, and `KeyboardInterrupt` is
+/// raised. The waiting uses no tokio timer: the runtime's workers may be busy. A panic becomes
+/// an [`Error`] naming it as an internal error, never a crash of the interpreter.
 fn wait<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
-    T: Send,
-    F: Future<Output = anyhow::Result<T>> + Send,
+    T: Send + 'static,
+    F: Future<Output = anyhow::Result<T>> + Send + 'static,
 {
-    let outcome = py.detach(|| {
-        runtime().block_on(async {
-            let work = AssertUnwindSafe(work).catch_unwind();
-            tokio::pin!(work);
-            loop {
-                tokio::select! {
-                    done = &mut work => return match done {
-                        Ok(Ok(value)) => Ok(value),
-                        Ok(Err(error)) => Err(Stopped::Failed(calibsql::errors::message(&error))),
-                        Err(panic) => Err(Stopped::Failed(format!(
-                            "internal error: {}",
-                            panic_text(panic.as_ref())
-                        ))),
-                    },
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                        if let Err(error) = Python::attach(|py| py.check_signals()) {
-                            return Err(Stopped::Interrupted(error));
-                        }
-                    }
+    let cancel = calibsql::cancel::Cancel::new();
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let task = runtime().spawn(calibsql::cancel::scope(cancel.clone(), async move {
+        let done = AssertUnwindSafe(work).catch_unwind().await;
+        let _ = sender.send(done);
+    }));
+    let outcome = py.detach(move || loop {
+        match receiver.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(Ok(value))) => return Ok(value),
+            Ok(Ok(Err(error))) => return Err(Stopped::Failed(calibsql::errors::message(&error))),
+            Ok(Err(panic)) => {
+                return Err(Stopped::Failed(format!(
+                    "internal error: {}",
+                    panic_text(panic.as_ref())
+                )))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Stopped::Failed(
+                    "internal error: the query's task ended without a result".to_string(),
+                ))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(error) = Python::attach(|py| py.check_signals()) {
+                    cancel.cancel();
+                    task.abort();
+                    return Err(Stopped::Interrupted(error));
                 }
             }
-        })
+        }
     });
     match outcome {
         Ok(value) => Ok(value),
@@ -233,7 +242,7 @@ impl Connection {
             for (i, statement) in statements.into_iter().enumerate() {
                 let frame = calibsql::plan_statement(&ctx, statement).await?;
                 let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-                let batches = frame.collect().await?;
+                let batches = calibsql::cancel::collect(frame).await?;
                 if i + 1 == count.get() {
                     result = Some(QueryResult { schema, batches });
                 }

@@ -5,6 +5,7 @@ mod args;
 mod cluster;
 mod demo;
 mod generate;
+mod interrupt;
 mod options;
 mod output;
 mod plot;
@@ -34,6 +35,7 @@ const EXIT_INTERRUPTED: u8 = 130;
 /// The program: runs, then turns the outcome into an exit code.
 pub fn main() -> ExitCode {
     install_panic_hook();
+    large_stacks_for_every_thread();
     let outcome = run();
     report_peak_memory();
     if stdout_closed() {
@@ -79,13 +81,26 @@ fn report_peak_memory() {
     }
 }
 
+/// Threads this process starts without a stack size of their own (a cluster executor's task
+/// runtime, DataFusion's blocking tasks) get calibsql's statement stack too
+/// ([`calibsql::nesting`]), unless `RUST_MIN_STACK` says otherwise. Called before any thread
+/// starts: the standard library reads the variable once.
+fn large_stacks_for_every_thread() {
+    if std::env::var_os("RUST_MIN_STACK").is_none() {
+        std::env::set_var(
+            "RUST_MIN_STACK",
+            calibsql::nesting::THREAD_STACK.to_string(),
+        );
+    }
+}
+
 fn run() -> anyhow::Result<()> {
     let options = options::parse(std::env::args_os(), Terminals::detect())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
+    let runtime = calibsql::nesting::runtime_builder()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_async(options))
+    // Statements are parsed and planned on the thread that drives the runtime too.
+    calibsql::nesting::on_large_stack(|| runtime.block_on(run_async(options)))
 }
 
 async fn run_async(options: Options) -> anyhow::Result<()> {
@@ -98,9 +113,11 @@ async fn run_async(options: Options) -> anyhow::Result<()> {
         }
         Mode::Batch(sources) => {
             // Ctrl-C ends the whole run (exit 130); dropping the future cancels the query.
+            // Checked first: the statement it cancelled may fail at the same moment.
             tokio::select! {
-                result = run_batch(&options, sources) => result,
+                biased;
                 _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+                result = run_batch(&options, sources) => result,
             }
         }
         Mode::Tool(command) => {

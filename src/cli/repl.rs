@@ -101,9 +101,11 @@ fn save(editor: &mut DefaultEditor, history: &Option<PathBuf>) {
 
 /// Runs `sql`, printing an error instead of returning it; Ctrl-C cancels it.
 async fn run_cancellable(session: &mut Session, sql: &str) {
+    // Ctrl-C first: the statement it cancelled may fail at the same moment.
     let result = tokio::select! {
-        result = session.run_sql(sql) => result,
+        biased;
         _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+        result = session.run_sql(sql) => result,
     };
     let _ = session.flush();
     match result {

@@ -69,6 +69,12 @@ impl Session {
     /// Plans, executes and prints one statement. DDL and `SET` print nothing; `INSERT` and
     /// `COPY` report the rows written on standard error (table format only).
     pub async fn run_statement(&mut self, statement: Statement) -> anyhow::Result<()> {
+        // Ctrl-C sets this statement's flag; its operators stop at the next look at it.
+        let (cancel, _running) = super::interrupt::statement();
+        calibsql::cancel::scope(cancel, self.run_statement_now(statement)).await
+    }
+
+    async fn run_statement_now(&mut self, statement: Statement) -> anyhow::Result<()> {
         let started = Instant::now();
         // Runs DDL (CREATE, DROP, SET, …) right here; those return an empty schema.
         let frame = calibsql::plan_statement(&self.ctx, statement).await?;
@@ -80,7 +86,7 @@ impl Session {
             return Ok(());
         }
         let task_ctx = Arc::new(frame.task_ctx());
-        let physical = frame.create_physical_plan().await?;
+        let physical = calibsql::cancel::under_current(frame.create_physical_plan().await?)?;
         let progress = Progress::start(Arc::clone(&physical), self.progress);
         let result = self.execute(physical, task_ctx, writes, &progress).await;
         progress.stop();

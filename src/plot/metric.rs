@@ -44,15 +44,10 @@ pub async fn metric_series(ctx: &SessionContext, sql: &str) -> anyhow::Result<Ve
     let last = statements
         .pop_back()
         .ok_or_else(|| anyhow!("no SQL statement to plot"))?;
-    for mut statement in statements {
-        crate::named_args::fill_skipped_arguments(&mut statement, &ctx.state())?;
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        ctx.execute_logical_plan(plan).await?.collect().await?;
+    for statement in statements {
+        crate::cancel::collect(crate::plan_statement(ctx, statement).await?).await?;
     }
-    let mut last = last;
-    crate::named_args::fill_skipped_arguments(&mut last, &ctx.state())?;
-    let plan = ctx.state().statement_to_plan(last).await?;
-    let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
+    let batches = crate::cancel::collect(crate::plan_statement(ctx, last).await?).await?;
     let mut out: Vec<Series> = vec![];
     for batch in &batches {
         read_batch(batch, &mut out)?;

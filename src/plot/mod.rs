@@ -98,11 +98,9 @@ pub async fn reliability_panels(
         .pop_back()
         .ok_or_else(|| anyhow!("no SQL statement to plot"))?;
     for statement in statements {
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        ctx.execute_logical_plan(plan).await?.collect().await?;
+        crate::cancel::collect(crate::plan_statement(ctx, statement).await?).await?;
     }
-    let plan = ctx.state().statement_to_plan(last).await?;
-    let frame = ctx.execute_logical_plan(plan).await?;
+    let frame = crate::plan_statement(ctx, last).await?;
     let schema = frame.schema().clone();
     let has = |name: &str| schema.fields().iter().any(|f| f.name() == name);
     if !has("p") || !has("y") {
@@ -129,7 +127,7 @@ pub async fn reliability_panels(
          mce(p, y, {bins}, '{strategy}') AS mce, reliability(p, y, {bins}, '{strategy}') AS bins \
          FROM {view} {group}"
     );
-    let result = async { ctx.sql(&query).await?.collect().await }.await;
+    let result = async { crate::cancel::collect(ctx.sql(&query).await?).await }.await;
     ctx.deregister_table(view)?;
     let batches = result?;
     let mut panels = Vec::new();

@@ -658,8 +658,7 @@ async fn run_with_schema(
         .await
         .with_context(|| format!("report: computing {what}"))?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame
-        .collect()
+    let batches = crate::cancel::collect(frame)
         .await
         .with_context(|| format!("report: computing {what}"))?;
     Ok((schema, batches))
@@ -683,8 +682,7 @@ async fn run(ctx: &SessionContext, sql: &str, what: &str) -> anyhow::Result<Vec<
     let frame = crate::sql(ctx, sql)
         .await
         .with_context(|| format!("report: computing {what}"))?;
-    frame
-        .collect()
+    crate::cancel::collect(frame)
         .await
         .with_context(|| format!("report: computing {what}"))
 }

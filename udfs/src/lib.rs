@@ -114,6 +114,7 @@ use datafusion_common::Result;
 use datafusion_expr::registry::FunctionRegistry;
 use datafusion_expr::{AggregateUDF, ScalarUDF};
 
+pub mod cancel;
 mod common;
 mod dense;
 mod fastmath;

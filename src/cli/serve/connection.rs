@@ -80,6 +80,18 @@ pub struct Server {
     pids: RandomPidSecretKeyGenerator,
     /// Cancel keys of the connections logged in.
     cancels: Mutex<HashMap<CancelKey, Weak<QueryControl>>>,
+    /// Where statements execute: threads of their own, so that the connections' (the
+    /// protocol, cancel requests, timeouts) are never all busy with a long operator.
+    queries: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Dropped on the connections' runtime, where a runtime cannot wait for its threads.
+        if let Some(queries) = self.queries.take() {
+            queries.shutdown_background();
+        }
+    }
 }
 
 impl Server {
@@ -103,7 +115,21 @@ impl Server {
             mock_secret: mock_secret.as_ref().try_into().expect("32 bytes"),
             pids: RandomPidSecretKeyGenerator::default(),
             cancels: Mutex::new(HashMap::new()),
+            queries: Some(
+                calibsql::nesting::runtime_builder()
+                    .thread_name("calibsql-query")
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("cannot start the query runtime: {e}"))?,
+            ),
         })
+    }
+
+    /// The runtime statements execute on.
+    fn queries(&self) -> &tokio::runtime::Handle {
+        self.queries
+            .as_ref()
+            .expect("the query runtime lives as long as the server")
+            .handle()
     }
 }
 
@@ -117,6 +143,8 @@ pub struct QueryControl {
 struct QueryToken {
     cancelled: std::sync::atomic::AtomicBool,
     notify: tokio::sync::Notify,
+    /// The flag the statement's operators look at ([`calibsql::cancel`]).
+    flag: calibsql::cancel::Cancel,
 }
 
 impl QueryToken {
@@ -145,6 +173,7 @@ impl QueryControl {
 
     fn cancel(&self) {
         if let Some(token) = self.current.lock().unwrap().take() {
+            token.flag.cancel();
             token
                 .cancelled
                 .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -495,6 +524,11 @@ impl StartupHandler for ConnectionInner {
                         log(&format!("{user} logged in from {}", Self::peer(client)));
                         let mut parameters = DefaultServerParameterProvider::default();
                         parameters.is_superuser = false;
+                        parameters.server_version = format!(
+                            "{} (calibsql {})",
+                            super::sessions::POSTGRES_VERSION,
+                            env!("CARGO_PKG_VERSION")
+                        );
                         parameters.default_transaction_read_only = self.server.read_only;
                         finish_authentication(client, &parameters).await?;
                     }
@@ -717,6 +751,287 @@ fn engine_setting(statement: &Statement) -> bool {
     name == "all" || name.starts_with("calibsql.") || name.starts_with("datafusion.")
 }
 
+/// The value of a Postgres setting that clients ask for with `SHOW` and that
+/// datafusion-postgres answers wrongly or not at all (SQLAlchemy asks for
+/// `standard_conforming_strings`; psycopg and JDBC read the server's release): name and value.
+fn postgres_setting(statement: &Statement, read_only: bool) -> Option<(&'static str, String)> {
+    let Statement::ShowVariable { variable } = statement else {
+        return None;
+    };
+    let name = variable
+        .iter()
+        .map(|part| part.value.to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
+    Some(match name.as_str() {
+        "server_version" => (
+            "server_version",
+            format!(
+                "{} (calibsql {})",
+                super::sessions::POSTGRES_VERSION,
+                env!("CARGO_PKG_VERSION")
+            ),
+        ),
+        "server_version_num" => {
+            let (major, minor) = super::sessions::POSTGRES_VERSION
+                .split_once('.')
+                .unwrap_or((super::sessions::POSTGRES_VERSION, "0"));
+            let number =
+                major.parse::<u32>().unwrap_or(0) * 10_000 + minor.parse::<u32>().unwrap_or(0);
+            ("server_version_num", number.to_string())
+        }
+        "standard_conforming_strings" => ("standard_conforming_strings", on_off(true)),
+        "server_encoding" => ("server_encoding", "UTF8".to_string()),
+        "integer_datetimes" => ("integer_datetimes", on_off(true)),
+        "is_superuser" => ("is_superuser", on_off(false)),
+        "default_transaction_read_only" => ("default_transaction_read_only", on_off(read_only)),
+        "transaction_read_only" => ("transaction_read_only", on_off(read_only)),
+        "max_identifier_length" => ("max_identifier_length", "63".to_string()),
+        _ => return None,
+    })
+}
+
+/// The command tag of a savepoint statement, and whether it rolls back to one. Statements
+/// here change nothing (a session's only writes, `COPY … TO` and `INSERT` into files, are
+/// not transactional), so a savepoint has nothing to keep: clients that nest transactions
+/// (psycopg's `transaction()` inside one, as SQLAlchemy's dialect does) get the answers
+/// Postgres gives.
+fn savepoint_tag(statement: &Statement) -> Option<(&'static str, bool)> {
+    match statement {
+        Statement::Savepoint { .. } => Some(("SAVEPOINT", false)),
+        Statement::ReleaseSavepoint { .. } => Some(("RELEASE", false)),
+        Statement::Rollback {
+            savepoint: Some(_), ..
+        } => Some(("ROLLBACK", true)),
+        _ => None,
+    }
+}
+
+/// One row of one text column, as Postgres answers `SHOW name`.
+fn show_response(name: &str, value: &str) -> PgWireResult<Response> {
+    use pgwire::api::results::{DataRowEncoder, FieldFormat};
+    let fields = Arc::new(vec![FieldInfo::new(
+        name.to_string(),
+        None,
+        None,
+        Type::TEXT,
+        FieldFormat::Text,
+    )]);
+    let mut encoder = DataRowEncoder::new(Arc::clone(&fields));
+    encoder.encode_field(&Some(value))?;
+    let row = encoder.take_row();
+    Ok(Response::Query(QueryResponse::new(
+        fields,
+        futures::stream::once(async move { Ok(row) }),
+    )))
+}
+
+/// What clients' catalog queries ask that DataFusion does not plan, rewritten:
+/// - `to_regtype(name)`, the oid of the type named (NULL for none), which psycopg's type
+///   lookup runs (SQLAlchemy's dialect asks it for `hstore` at connect), becomes a query of
+///   `pg_catalog.pg_type`;
+/// - a correlated scalar subquery over `pg_catalog` tables only (SQLAlchemy's inspector reads
+///   a column's default, identity and collation so), which DataFusion plans only when it
+///   aggregates, has its one value taken with `max`: such a subquery finds one row or none.
+///   Subqueries over users' tables are left alone (more than one row is an error there).
+fn postgres_functions(statement: &mut DFStatement) {
+    use datafusion::sql::sqlparser::ast::{
+        visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, SetExpr,
+    };
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser as SqlParser;
+    use std::ops::ControlFlow;
+    let DFStatement::Statement(statement) = statement else {
+        return;
+    };
+    let _ = visit_expressions_mut(statement.as_mut(), |expr| {
+        if let Expr::Subquery(query) = expr {
+            if let Some(outer) = adapt_catalog_subquery(query) {
+                // Conditions on the outer row alone: DataFusion does not decorrelate them
+                // inside the subquery, so they decide around it.
+                let subquery = std::mem::replace(
+                    expr,
+                    Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+                );
+                *expr = Expr::Case {
+                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    operand: None,
+                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                        condition: outer,
+                        result: subquery,
+                    }],
+                    else_result: None,
+                };
+            }
+            return ControlFlow::Continue(());
+        }
+        let Expr::Function(f) = expr else {
+            return ControlFlow::<()>::Continue(());
+        };
+        let is_to_regtype = f
+            .name
+            .0
+            .last()
+            .and_then(|part| part.as_ident())
+            .is_some_and(|name| name.value.eq_ignore_ascii_case("to_regtype"));
+        let FunctionArguments::List(list) = &f.args else {
+            return ControlFlow::Continue(());
+        };
+        let [FunctionArg::Unnamed(FunctionArgExpr::Expr(name))] = list.args.as_slice() else {
+            return ControlFlow::Continue(());
+        };
+        if !is_to_regtype {
+            return ControlFlow::Continue(());
+        }
+        let Ok(mut parsed) = SqlParser::parse_sql(
+            &PostgreSqlDialect {},
+            "SELECT oid FROM pg_catalog.pg_type WHERE typname = NULL",
+        ) else {
+            return ControlFlow::Continue(());
+        };
+        if let Some(Statement::Query(mut query)) = parsed.pop() {
+            if let SetExpr::Select(select) = query.body.as_mut() {
+                if let Some(Expr::BinaryOp { right, .. }) = select.selection.as_mut() {
+                    **right = name.clone();
+                }
+            }
+            *expr = Expr::Subquery(query);
+        }
+        ControlFlow::Continue(())
+    });
+}
+
+/// A scalar subquery that reads only `pg_catalog` (see [`postgres_functions`]): its one
+/// value wrapped in `max(…)`, and the conditions of its `WHERE` that read only the outer
+/// row's columns taken out and returned (ANDed), for the caller to test around it.
+fn adapt_catalog_subquery(
+    query: &mut datafusion::sql::sqlparser::ast::Query,
+) -> Option<datafusion::sql::sqlparser::ast::Expr> {
+    use datafusion::sql::sqlparser::ast::{
+        BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+        FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr,
+        TableFactor,
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
+    if grouped || select.projection.len() != 1 || select.from.is_empty() {
+        return None;
+    }
+    let catalog_only = select.from.iter().all(|from| {
+        std::iter::once(&from.relation)
+            .chain(from.joins.iter().map(|j| &j.relation))
+            .all(|relation| match relation {
+                TableFactor::Table { name, .. } => {
+                    name.0.len() == 2
+                        && name.0[0]
+                            .as_ident()
+                            .is_some_and(|schema| schema.value.eq_ignore_ascii_case("pg_catalog"))
+                }
+                _ => false,
+            })
+    });
+    if !catalog_only {
+        return None;
+    }
+    // The names the subquery's own columns are qualified with: its tables' and aliases.
+    let mut own: Vec<String> = Vec::new();
+    for from in &select.from {
+        for relation in
+            std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        {
+            if let TableFactor::Table { name, alias, .. } = relation {
+                if let Some(last) = name.0.last().and_then(|p| p.as_ident()) {
+                    own.push(last.value.to_ascii_lowercase());
+                }
+                if let Some(alias) = alias {
+                    own.push(alias.name.value.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let wrap = |value: Expr| {
+        Expr::Function(Function {
+            name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new("max"))]),
+            uses_odbc_syntax: false,
+            parameters: FunctionArguments::None,
+            args: FunctionArguments::List(FunctionArgumentList {
+                duplicate_treatment: None,
+                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value))],
+                clauses: vec![],
+            }),
+            filter: None,
+            null_treatment: None,
+            over: None,
+            within_group: vec![],
+        })
+    };
+    match &mut select.projection[0] {
+        SelectItem::UnnamedExpr(value) => *value = wrap(value.clone()),
+        SelectItem::ExprWithAlias { expr, .. } => *expr = wrap(expr.clone()),
+        _ => {}
+    }
+    // Split the WHERE into its conjuncts; keep those that read the subquery's own columns.
+    let mut conjuncts = Vec::new();
+    let mut pending: Vec<Expr> = select.selection.take().into_iter().collect();
+    while let Some(e) = pending.pop() {
+        match e {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                pending.push(*right);
+                pending.push(*left);
+            }
+            Expr::Nested(inner)
+                if matches!(
+                    *inner,
+                    Expr::BinaryOp {
+                        op: BinaryOperator::And,
+                        ..
+                    }
+                ) =>
+            {
+                pending.push(*inner)
+            }
+            other => conjuncts.push(other),
+        }
+    }
+    let reads_outer_only = |e: &Expr| {
+        let mut outer = 0;
+        let mut inner = 0;
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x| {
+            match x {
+                Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                    let qualifier = parts[parts.len() - 2].value.to_ascii_lowercase();
+                    if own.contains(&qualifier) {
+                        inner += 1;
+                    } else {
+                        outer += 1;
+                    }
+                }
+                Expr::Identifier(_) => inner += 1,
+                _ => {}
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        outer > 0 && inner == 0
+    };
+    let and = |a: Expr, b: Expr| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    };
+    let (outer, kept): (Vec<Expr>, Vec<Expr>) =
+        conjuncts.into_iter().partition(|c| reads_outer_only(c));
+    select.selection = kept.into_iter().reduce(and);
+    outer.into_iter().reduce(and)
+}
+
 /// Named arguments as calibsql's planning expects them (`name => value` with a plain name):
 /// Postgres' parser gives `ece(p, y, w => x)` with the name as an expression.
 fn plain_argument_names(statement: &mut DFStatement) {
@@ -751,6 +1066,23 @@ fn plain_argument_names(statement: &mut DFStatement) {
 }
 
 impl Hook {
+    /// The first hook's answers to statements datafusion-postgres does not answer as
+    /// Postgres does: `SHOW` of the settings clients read ([`postgres_setting`]), and
+    /// savepoints ([`savepoint_tag`]).
+    fn postgres_answer(&self, statement: &Statement) -> Option<PgWireResult<Response>> {
+        if let Some((name, value)) = postgres_setting(statement, self.exec.server.read_only) {
+            return Some(show_response(name, &value));
+        }
+        let (tag, rolled_back) = savepoint_tag(statement)?;
+        Some(Ok(if rolled_back {
+            // Back in the transaction (pgwire keeps a failed one failed: a client then
+            // rolls the whole transaction back, which reads nothing less here).
+            Response::TransactionStart(Tag::new(tag))
+        } else {
+            Response::Execution(Tag::new(tag))
+        }))
+    }
+
     /// Whether this hook leaves `statement` to the hooks after it: the first hook takes only
     /// engine settings.
     fn passes(&self, statement: &Statement) -> bool {
@@ -783,6 +1115,11 @@ impl QueryHook for Hook {
         ctx: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
+        if self.stage == Stage::First {
+            if let Some(response) = self.postgres_answer(statement) {
+                return Some(response);
+            }
+        }
         if self.passes(statement) {
             return self.check_cursor(statement, ctx).await.err().map(Err);
         }
@@ -795,6 +1132,26 @@ impl QueryHook for Hook {
         ctx: &SessionContext,
         _client: &(dyn ClientInfo + Send + Sync),
     ) -> Option<PgWireResult<LogicalPlan>> {
+        if self.stage == Stage::First {
+            if let Some((name, value)) = postgres_setting(statement, self.exec.server.read_only) {
+                // The row's shape, for Describe; Execute answers with `show_response`.
+                let sql = format!("SELECT '{value}' AS {name}");
+                return Some(
+                    ctx.state()
+                        .create_logical_plan(&sql)
+                        .await
+                        .map_err(from_datafusion),
+                );
+            }
+            if savepoint_tag(statement).is_some() {
+                return Some(Ok(LogicalPlan::EmptyRelation(
+                    datafusion::logical_expr::EmptyRelation {
+                        produce_one_row: false,
+                        schema: Arc::new(datafusion::common::DFSchema::empty()),
+                    },
+                )));
+            }
+        }
         if self.passes(statement) {
             return self.check_cursor(statement, ctx).await.err().map(Err);
         }
@@ -810,6 +1167,11 @@ impl QueryHook for Hook {
         ctx: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
+        if self.stage == Stage::First {
+            if let Some(response) = self.postgres_answer(statement) {
+                return Some(response);
+            }
+        }
         if self.passes(statement) {
             return None;
         }
@@ -865,8 +1227,8 @@ impl Exec {
     ) -> PgWireResult<LogicalPlan> {
         let state = ctx.state();
         plain_argument_names(&mut statement);
-        calibsql::named_args::fill_skipped_arguments(&mut statement, &state)
-            .map_err(from_datafusion)?;
+        postgres_functions(&mut statement);
+        calibsql::prepare_statement(&mut statement, &state).map_err(from_datafusion)?;
         let plan = state
             .statement_to_plan(statement)
             .await
@@ -951,8 +1313,17 @@ impl Exec {
         )
         .await?;
         if writes {
+            let queries = self.server.queries();
+            let flag = token.flag.clone();
             let batches = guard(
-                async { frame.collect().await.map_err(from_datafusion) },
+                async {
+                    calibsql::cancel::execute_on(queries, frame, flag)
+                        .collect::<Vec<_>>()
+                        .await
+                        .into_iter()
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(from_datafusion)
+                },
                 &token,
                 limit.map(|l| l.saturating_sub(started.elapsed())),
             )
@@ -986,12 +1357,8 @@ impl Exec {
             &format,
             Some(options),
         )?);
-        let stream = guard(
-            async { frame.execute_stream().await.map_err(from_datafusion) },
-            &token,
-            limit.map(|l| l.saturating_sub(started.elapsed())),
-        )
-        .await?;
+        // Planned here; executed on the query runtime (a stream of its batches comes back).
+        let stream = calibsql::cancel::execute_on(self.server.queries(), frame, token.flag.clone());
         let deadline = limit.map(|l| (started + l, l));
         let encoded_fields = Arc::clone(&fields);
         let rows = guarded_stream(stream, token, deadline)

@@ -12,13 +12,18 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, DynamicFileCatalog, MemoryCatalogProvider,
     MemoryCatalogProviderList, MemorySchemaProvider, SchemaProvider, TableProvider,
     UrlTableFactory,
 };
+use datafusion::common::ScalarValue;
 use datafusion::datasource::dynamic_file::DynamicListTableFactory;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
 use datafusion::prelude::SessionContext;
 use datafusion_postgres::datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_postgres::datafusion_pg_catalog::pg_catalog::setup_pg_catalog;
@@ -115,6 +120,199 @@ impl Sessions {
         // queries (psql \d, JDBC getTables, BI tools) read.
         setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
             .map_err(|e| anyhow::anyhow!("cannot set up pg_catalog: {e}"))?;
+        ctx.register_udf(ScalarUDF::new_from_impl(PostgresVersion::new()));
+        for stub in CatalogStub::all() {
+            ctx.register_udf(ScalarUDF::new_from_impl(stub));
+        }
+        ctx.register_udf(ScalarUDF::new_from_impl(JsonBuildObject::new()));
         Ok(ctx)
+    }
+}
+
+/// A Postgres catalog function that SQLAlchemy's inspector calls on objects calibsql does not
+/// have (sequences, collations, identity columns): it answers what Postgres answers for a
+/// table without them.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CatalogStub {
+    name: &'static str,
+    signature: Signature,
+    answer: ScalarValue,
+}
+
+impl CatalogStub {
+    fn all() -> Vec<CatalogStub> {
+        let stub = |name, arity, answer| CatalogStub {
+            name,
+            signature: Signature::any(arity, Volatility::Stable),
+            answer,
+        };
+        vec![
+            // The sequence behind a serial column: none.
+            stub("pg_get_serial_sequence", 2, ScalarValue::Utf8(None)),
+            // Whether a collation is on the search path: the default one is.
+            stub(
+                "pg_collation_is_visible",
+                1,
+                ScalarValue::Boolean(Some(true)),
+            ),
+        ]
+    }
+}
+
+impl ScalarUDFImpl for CatalogStub {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(self.answer.data_type())
+    }
+
+    fn invoke_with_args(
+        &self,
+        _args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(self.answer.clone()))
+    }
+}
+
+/// Postgres' `json_build_object(key, value, …)`, which SQLAlchemy's inspector uses to read
+/// identity and collation details: one JSON object a row, as text; numbers and booleans as
+/// JSON's, NULL as `null`, anything else as its text.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonBuildObject {
+    signature: Signature,
+}
+
+impl JsonBuildObject {
+    fn new() -> Self {
+        JsonBuildObject {
+            signature: Signature::variadic_any(Volatility::Immutable),
+        }
+    }
+}
+
+fn json_value(value: &ScalarValue) -> serde_json::Value {
+    use serde_json::Value;
+    if value.is_null() {
+        return Value::Null;
+    }
+    match value {
+        ScalarValue::Boolean(Some(b)) => Value::Bool(*b),
+        v if v.data_type().is_integer() => v
+            .cast_to(&DataType::Int64)
+            .ok()
+            .and_then(|i| match i {
+                ScalarValue::Int64(Some(i)) => Some(Value::from(i)),
+                _ => None,
+            })
+            .unwrap_or_else(|| Value::String(v.to_string())),
+        v if v.data_type().is_floating() => match v.cast_to(&DataType::Float64) {
+            Ok(ScalarValue::Float64(Some(f))) => serde_json::Number::from_f64(f)
+                .map(Value::Number)
+                .unwrap_or(Value::Null),
+            _ => Value::String(v.to_string()),
+        },
+        v => Value::String(v.to_string()),
+    }
+}
+
+impl ScalarUDFImpl for JsonBuildObject {
+    fn name(&self) -> &str {
+        "json_build_object"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        if !args.args.len().is_multiple_of(2) {
+            return datafusion::common::exec_err!(
+                "json_build_object: argument list must have even number of elements, got {}",
+                args.args.len()
+            );
+        }
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut out = datafusion::arrow::array::StringBuilder::new();
+        for row in 0..args.number_rows {
+            let mut object = serde_json::Map::new();
+            for pair in arrays.chunks(2) {
+                let key = ScalarValue::try_from_array(&pair[0], row)?;
+                if key.is_null() {
+                    return datafusion::common::exec_err!(
+                        "json_build_object: argument {} (a key) cannot be null",
+                        object.len() * 2 + 1
+                    );
+                }
+                let value = ScalarValue::try_from_array(&pair[1], row)?;
+                object.insert(key.to_string(), json_value(&value));
+            }
+            out.append_value(serde_json::Value::Object(object).to_string());
+        }
+        Ok(ColumnarValue::Array(std::sync::Arc::new(out.finish())))
+    }
+}
+
+/// The PostgreSQL release whose protocol and catalog the server answers as: what
+/// `version()` and `server_version` report first, since clients read the release from
+/// them (SQLAlchemy's dialects parse `PostgreSQL <major>.<minor>` from `version()`).
+pub const POSTGRES_VERSION: &str = "16.6";
+
+/// `version()` over the Postgres wire: `PostgreSQL 16.6 (calibsql 0.1.0 on Apache DataFusion
+/// 55.2.0, x86_64-linux)`, where DataFusion's own answers `Apache DataFusion 55.2.0, …`,
+/// which PostgreSQL clients cannot parse.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PostgresVersion {
+    signature: Signature,
+}
+
+impl PostgresVersion {
+    fn new() -> Self {
+        PostgresVersion {
+            signature: Signature::nullary(Volatility::Immutable),
+        }
+    }
+
+    fn text() -> String {
+        format!(
+            "PostgreSQL {POSTGRES_VERSION} (calibsql {} on Apache DataFusion {}, {}-{})",
+            env!("CARGO_PKG_VERSION"),
+            datafusion::DATAFUSION_VERSION,
+            std::env::consts::ARCH,
+            std::env::consts::OS
+        )
+    }
+}
+
+impl ScalarUDFImpl for PostgresVersion {
+    fn name(&self) -> &str {
+        "version"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        _args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(Self::text()))))
     }
 }

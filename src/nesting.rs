@@ -1,0 +1,166 @@
+//! How deep a statement may nest, and the stacks of the threads that plan and run it.
+//!
+//! The parser stops deep *recursion* itself (`datafusion.sql_parser.recursion_limit`: nested
+//! parentheses, subqueries, `CASE` in `CASE`). A chain of infix operators is parsed in a loop
+//! instead, so `p + p + … + p` with 100,000 terms parses into a tree 100,000 levels deep, and
+//! planning, optimising, evaluating and dropping that tree recurse once per level. DataFusion
+//! guards some of those recursions (its `recursive_protection` feature grows the stack on the
+//! heap), but not the derived `Clone`, `Hash`, `Drop` or the physical expressions' evaluation.
+//!
+//! So calibsql does two things:
+//! - [`check`] refuses a statement whose expressions (or chains of `UNION`/`INTERSECT`/
+//!   `EXCEPT`) nest deeper than [`MAX_DEPTH`], with an error that names the limit, before
+//!   anything is planned. Measuring is itself safe at any depth: sqlparser's visitor is one of
+//!   the guarded recursions.
+//! - Every thread that parses, plans or runs a statement has a stack of [`THREAD_STACK`]
+//!   bytes ([`runtime_builder`], [`on_large_stack`]), enough for [`MAX_DEPTH`] levels in
+//!   every step, and for dropping the tree of a refused statement of any length the
+//!   parser accepts. A stack is address space: only the part a statement touches becomes
+//!   memory.
+
+use std::ops::ControlFlow;
+
+use datafusion::common::{plan_err, Result};
+use datafusion::sql::parser::{CopyToSource, Statement};
+use datafusion::sql::sqlparser::ast::{Expr, Query, SetExpr, Visit, Visitor};
+
+/// How deep expressions, and chains of set operations, may nest in one statement.
+pub const MAX_DEPTH: usize = 1_000;
+
+/// The stack of every thread that parses, plans or executes statements: the CLI's, the
+/// server's and the Python module's runtime workers, and the thread that drives them.
+pub const THREAD_STACK: usize = 512 << 20;
+
+/// A multi-threaded tokio runtime builder whose threads have [`THREAD_STACK`] bytes of stack.
+pub fn runtime_builder() -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all().thread_stack_size(THREAD_STACK);
+    builder
+}
+
+/// Runs `work` on a new thread with [`THREAD_STACK`] bytes of stack and returns its result;
+/// a panic in `work` is resumed on the calling thread.
+pub fn on_large_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("calibsql-main".to_string())
+            .stack_size(THREAD_STACK)
+            .spawn_scoped(scope, work)
+            .expect("a thread can be started");
+        match thread.join() {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Refuses `statement` if its expressions or set operations nest deeper than [`MAX_DEPTH`].
+pub fn check(statement: &Statement) -> Result<()> {
+    let mut depth = Depth::default();
+    let flow = match statement {
+        Statement::Statement(s) => s.visit(&mut depth),
+        Statement::CopyTo(copy) => match &copy.source {
+            CopyToSource::Query(q) => q.visit(&mut depth),
+            CopyToSource::Relation(_) => ControlFlow::Continue(()),
+        },
+        Statement::Explain(explain) => return check(&explain.statement),
+        _ => ControlFlow::Continue(()),
+    };
+    match flow {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(Deep::Expression) => plan_err!(
+            "expression nested deeper than {MAX_DEPTH} levels (calibsql's limit): a chain of \
+             more than {MAX_DEPTH} operators such as `a + b + …` or `x = 1 OR x = 2 OR …`; \
+             use a list (`x IN (1, 2, …)`), a table to join, or an aggregate instead"
+        ),
+        ControlFlow::Break(Deep::SetOperations) => plan_err!(
+            "more than {MAX_DEPTH} set operations (UNION, INTERSECT, EXCEPT) in a chain \
+             (calibsql's limit): read the parts from one table or file instead"
+        ),
+    }
+}
+
+/// What was too deep.
+enum Deep {
+    Expression,
+    SetOperations,
+}
+
+/// The visitor that measures: the depth of the expression being visited.
+#[derive(Default)]
+struct Depth {
+    expressions: usize,
+}
+
+impl Visitor for Depth {
+    type Break = Deep;
+
+    fn pre_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<Deep> {
+        self.expressions += 1;
+        if self.expressions > MAX_DEPTH {
+            return ControlFlow::Break(Deep::Expression);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<Deep> {
+        self.expressions -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Deep> {
+        if set_operations(&query.body) > MAX_DEPTH {
+            return ControlFlow::Break(Deep::SetOperations);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The longest chain of set operations in `body`, walked without recursion on the left
+/// (where the parser chains them) and with it on the right (where the parser's own
+/// recursion limit bounds the depth).
+fn set_operations(body: &SetExpr) -> usize {
+    let mut longest = 0;
+    let mut chain = 0;
+    let mut node = body;
+    while let SetExpr::SetOperation { left, right, .. } = node {
+        chain += 1;
+        longest = longest.max(chain + set_operations(right));
+        node = left;
+    }
+    longest.max(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(sql: &str) -> Statement {
+        let mut statements = datafusion::sql::parser::DFParser::parse_sql(sql).unwrap();
+        statements.pop_front().unwrap()
+    }
+
+    #[test]
+    fn chains_up_to_the_limit_pass_and_longer_ones_are_refused_by_name() {
+        // Parsed, checked and dropped on a large stack, as every entry point does.
+        on_large_stack(|| {
+            let chain = |n: usize| vec!["p"; n].join(" + ");
+            // `a + b` is three expressions deep at its first operand: the chain, the sum, `a`.
+            check(&parse(&format!("SELECT {} FROM t", chain(MAX_DEPTH - 1)))).unwrap();
+            let error = check(&parse(&format!("SELECT {} FROM t", chain(MAX_DEPTH + 1))))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("expression nested deeper than 1000 levels"),
+                "{error}"
+            );
+
+            let unions = |n: usize| vec!["SELECT 1"; n].join(" UNION ALL ");
+            check(&parse(&unions(100))).unwrap();
+            let error = check(&parse(&unions(MAX_DEPTH + 2)))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("more than 1000 set operations"), "{error}");
+        });
+    }
+}
