@@ -42,9 +42,12 @@ enum Growth {
     ArrayResize,
     /// `range`/`generate_series(start, stop [, step])` on integers: 8 bytes an element.
     Range,
-    /// `replace(text, from, to)`: every character boundary may take `to` when `from` is
-    /// empty; `regexp_replace(text, pattern, to [, flags])` likewise for an empty match.
+    /// `replace(text, from, to)`: each occurrence of `from` (none when it is empty) becomes
+    /// `to`.
     Replace,
+    /// `regexp_replace(text, pattern, to [, flags])`: a pattern that matches the empty string
+    /// puts `to` at every character boundary.
+    RegexpReplace,
 }
 
 /// The functions bounded, by DataFusion name, and how each grows.
@@ -57,7 +60,7 @@ const BOUNDED: [(&str, Growth); 9] = [
     ("range", Growth::Range),
     ("generate_series", Growth::Range),
     ("replace", Growth::Replace),
-    ("regexp_replace", Growth::Replace),
+    ("regexp_replace", Growth::RegexpReplace),
 ];
 
 /// The part of the memory limit one batch of a function's result may take.
@@ -290,15 +293,20 @@ impl Bounded {
                     add(8.0 * count, stop);
                 }
             }
-            Growth::Replace => {
-                let (Some(text), Some(to)) = (arg(0), arg(2)) else {
+            Growth::Replace | Growth::RegexpReplace => {
+                let (Some(text), Some(from), Some(to)) = (arg(0), arg(1), arg(2)) else {
                     return Ok(None);
                 };
                 estimate.argument = 3;
-                let (text, to) = (value_bytes(text)?, value_bytes(to)?);
+                let (text, from, to) = (value_bytes(text)?, value_bytes(from)?, value_bytes(to)?);
                 for row in 0..rows {
                     let (t, r) = (text.at(row) as f64, to.at(row));
-                    add(t + (t + 1.0) * r as f64, r);
+                    let occurrences = match self.growth {
+                        Growth::Replace if from.at(row) == 0 => 0.0,
+                        Growth::Replace => (t / from.at(row) as f64).floor(),
+                        _ => t + 1.0,
+                    };
+                    add(t + occurrences * r as f64, r);
                 }
             }
         }
@@ -313,8 +321,8 @@ impl Bounded {
             return Ok(());
         }
         let what = match self.growth {
-            Growth::Replace => format!(
-                "its replacement ({} bytes at the most) put between every character",
+            Growth::Replace | Growth::RegexpReplace => format!(
+                "its replacement ({} bytes at the most) at every match",
                 estimate.value
             ),
             _ => format!(
@@ -328,10 +336,18 @@ impl Bounded {
                 }
             ),
         };
+        let smaller_batches = if args.number_rows > 1 {
+            format!(
+                "; for {} rows at once: SET datafusion.execution.batch_size to fewer",
+                args.number_rows
+            )
+        } else {
+            String::new()
+        };
         Err(Plain::error(format!(
             "{}: the result would take up to {} ({what}), more than the {} a function's \
-             result may take under --memory-limit {} (a quarter of it; docs/SEMANTICS.md, \
-             \"Memory limit\")",
+             result may take under --memory-limit {} (a quarter of it{smaller_batches}; \
+             docs/SEMANTICS.md, \"Memory limit\")",
             self.inner.name(),
             size(estimate.bytes),
             size(self.ceiling as f64),
