@@ -384,7 +384,7 @@ fn every_documented_command_runs() {
             ));
         }
     }
-    assert!(ran > 20, "only {ran} blocks ran: is the parser right?");
+    assert!(ran >= 10, "only {ran} blocks ran: is the parser right?");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
