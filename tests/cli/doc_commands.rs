@@ -6,7 +6,8 @@
 //! table. Every ```` ```sh ```` block runs with `bash -euo pipefail` and every ```` ```sql ````
 //! block with `calibsql -f`, all in one scratch directory (the README's demo writes the
 //! `calibsql-demo/` the later pages read) holding a link to the repository's `sql/`. A block
-//! fails when it exits non-zero.
+//! fails when it exits non-zero, and an `sql` block followed by a table (a block without a
+//! language, starting with `+-`) fails unless it prints that table.
 //!
 //! - `calibsql` on the blocks' `PATH` is the binary the tests built, and `cargo run --release
 //!   --` stands for it (a stand-in `cargo` refuses anything else). The debug build is many
@@ -100,6 +101,7 @@ const ROWS: &str = "20K";
 const README_MAX_LINES: usize = 250;
 
 /// A fenced code block of a Markdown file.
+#[derive(Clone)]
 struct Block {
     /// Path from the repository's root.
     file: String,
@@ -231,9 +233,9 @@ impl Drop for Group {
     }
 }
 
-/// Runs `command` in its own process group, in `work`, until it exits or [`DEADLINE`];
-/// Err with its output when it fails.
-fn run(mut command: std::process::Command, work: &Path, logs: &Path) -> Result<(), String> {
+/// Runs `command` in its own process group, in `work`, until it exits or [`DEADLINE`]: its
+/// standard output, or Err with all it wrote when it fails.
+fn run(mut command: std::process::Command, work: &Path, logs: &Path) -> Result<String, String> {
     use std::os::unix::process::CommandExt;
     let out = logs.join("out");
     let err = logs.join("err");
@@ -258,7 +260,7 @@ fn run(mut command: std::process::Command, work: &Path, logs: &Path) -> Result<(
     let read =
         |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
     match status {
-        Some(s) if s.success() => Ok(()),
+        Some(s) if s.success() => Ok(read(&out)),
         Some(s) => Err(format!(
             "{s}\n--- stdout:\n{}--- stderr:\n{}",
             read(&out),
@@ -296,7 +298,15 @@ fn every_documented_command_runs() {
                 ));
             }
         }
-        for block in blocks(&file, &text) {
+        let blocks = blocks(&file, &text);
+        for (i, block) in blocks.iter().enumerate() {
+            // An `sql` block followed by a table (a block without a language whose first line
+            // starts with `+-`) must print that table.
+            let table = blocks
+                .get(i + 1)
+                .filter(|next| block.lang == "sql" && next.lang.is_empty())
+                .map(|next| next.body.as_str())
+                .filter(|body| body.starts_with("+-"));
             match block.lang.as_str() {
                 "sh" | "sql" => {}
                 "bash" | "shell" | "console" | "zsh" => {
@@ -310,7 +320,7 @@ fn every_documented_command_runs() {
                 _ => continue,
             }
             if block.no_run() {
-                marked.push(block);
+                marked.push(block.clone());
                 continue;
             }
             let unknown: Vec<&String> = block
@@ -335,11 +345,26 @@ fn every_documented_command_runs() {
                         command.args(["--table", table]);
                     }
                 }
+                if table.is_some() {
+                    command.args(["--format", "table"]);
+                }
                 command.arg("-f").arg(&sql);
             }
             command.env("PATH", &path);
             let started = Instant::now();
-            let result = run(command, work.path(), bin.path());
+            let result = run(command, work.path(), bin.path()).and_then(|stdout| {
+                let printed: String = stdout
+                    .lines()
+                    .filter(|l| l.starts_with('+') || l.starts_with('|'))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                match table {
+                    Some(want) if printed != want => {
+                        Err(format!("printed\n{printed}where the page shows\n{want}"))
+                    }
+                    _ => Ok(()),
+                }
+            });
             eprintln!(
                 "{} ```{}: {} in {:.1} s",
                 block.place(),
