@@ -14,11 +14,15 @@
 //!   times slower than a release one, so `--rows N` runs as `--rows 20K`, and `demo` without
 //!   `--rows` as `demo --rows 20K`.
 //! - An ```` ```sql ```` block's tables come from its info string: `tables=NAME=PATH,…`.
+//! - An ```` ```sh server ```` block starts a server: the test goes on once the port takes
+//!   connections, and stops the server after the page's last block. Every `5432` of a page
+//!   runs as a port that was free, and `ANALYST_PASSWORD` and `PGPASSWORD` hold one password.
 //! - A block whose info string says `no-run` is skipped, and must be in [`NOT_RUN`] with the
 //!   reason; a listed block that is not marked, or marked and not listed, fails the test.
 //!   Blocks fenced as `bash`, `shell`, `console` or `zsh` fail it too: they would be skipped
 //!   unnoticed.
-//! - Each block runs in its own process group, killed with the test and at [`DEADLINE`].
+//! - Each block runs in its own process group, killed when the block or its page is done, when
+//!   the test fails, and at [`DEADLINE`].
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,11 +36,6 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "README.md",
         "bash tests/run-all.sh",
         "the test command itself: it runs this test",
-    ),
-    (
-        "README.md",
-        "printf '%s' \"$ANALYST_PASSWORD\"",
-        "a server that runs until stopped, on the fixed port 5432 (tests/serve/ runs `calibsql serve` with psql on a free port)",
     ),
     (
         "docs/distributed.md",
@@ -69,16 +68,6 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "a release build and an install into ~/.cargo",
     ),
     (
-        "docs/serving.md",
-        "printf '%s' \"$ANALYST_PASSWORD\"",
-        "a server that runs until stopped, on the fixed port 5432, with a certificate the page does not make (tests/serve/ runs it with TLS on a free port)",
-    ),
-    (
-        "docs/serving.md",
-        "psql \"host=127.0.0.1 port=5432",
-        "needs the server above (tests/serve/psql.rs connects psql to one)",
-    ),
-    (
         "docs/tables.md",
         "export AWS_ACCESS_KEY_ID=",
         "an S3 bucket and credentials (tests/s3.rs runs the same flags against a local S3 server)",
@@ -96,6 +85,12 @@ const DEADLINE: Duration = Duration::from_secs(600);
 
 /// The row count the blocks' `--rows` and `demo` run with.
 const ROWS: &str = "20K";
+
+/// How long a `server` block may take to listen.
+const SERVER_STARTUP: Duration = Duration::from_secs(120);
+
+/// The password of the pages' users files (`$ANALYST_PASSWORD`) and psql's (`PGPASSWORD`).
+const PASSWORD: &str = "doc-test-password";
 
 /// The README stays a front door.
 const README_MAX_LINES: usize = 250;
@@ -177,8 +172,9 @@ fn blocks(file: &str, text: &str) -> Vec<Block> {
     out
 }
 
-/// `script` as the test runs it: `--rows N` as `--rows 20K`, `demo` given `--rows 20K`.
-fn sized(script: &str) -> String {
+/// `script` as the test runs it: `--rows N` as `--rows 20K`, `demo` given `--rows 20K`, and
+/// the server's port 5432 as `port`.
+fn for_test(script: &str, port: u16) -> String {
     let joined = script.replace("\\\n", " ");
     let mut out = String::new();
     for line in joined.lines() {
@@ -196,7 +192,7 @@ fn sized(script: &str) -> String {
             }
         }
         let line = words.join(" ");
-        out.push_str(&line);
+        out.push_str(&line.replace("5432", &port.to_string()));
         out.push('\n');
     }
     out
@@ -221,35 +217,53 @@ fn tools(dir: &Path) {
     std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// Kills a process group when dropped: the block's shell and whatever it started.
-struct Group(i32);
+/// A block's shell, in a process group of its own: the group is killed and the shell reaped
+/// when dropped, so nothing a block started outlives it.
+struct Running {
+    child: std::process::Child,
+    err: PathBuf,
+}
 
-impl Drop for Group {
+impl Drop for Running {
     fn drop(&mut self) {
-        // SAFETY: a plain kill(2) of the group this test started.
+        // SAFETY: a plain kill(2) of the process group this test started.
         unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
         }
+        let _ = self.child.wait();
     }
 }
 
-/// Runs `command` in its own process group, in `work`, until it exits or [`DEADLINE`]: its
-/// standard output, or Err with all it wrote when it fails.
-fn run(mut command: std::process::Command, work: &Path, logs: &Path) -> Result<String, String> {
+fn read(path: &Path) -> String {
+    String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+}
+
+/// Starts `command` in its own process group, in `work` (also its `HOME`), its output into
+/// `logs/NAME.out` and `logs/NAME.err`.
+fn spawn(mut command: std::process::Command, work: &Path, logs: &Path, name: &str) -> Running {
     use std::os::unix::process::CommandExt;
-    let out = logs.join("out");
-    let err = logs.join("err");
+    let out = logs.join(format!("{name}.out"));
+    let err = logs.join(format!("{name}.err"));
     command
         .current_dir(work)
         .env("HOME", work)
         .process_group(0)
         .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
         .stderr(Stdio::from(std::fs::File::create(&err).unwrap()));
-    let mut child = command.spawn().unwrap();
-    let _group = Group(child.id() as i32);
+    Running {
+        child: command.spawn().unwrap(),
+        err,
+    }
+}
+
+/// Runs `command` as [`spawn`] until it exits or [`DEADLINE`]: its standard output, or Err
+/// with all it wrote when it fails.
+fn run(command: std::process::Command, work: &Path, logs: &Path) -> Result<String, String> {
+    let mut running = spawn(command, work, logs, "block");
+    let out = logs.join("block.out");
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = running.child.try_wait().unwrap() {
             break Some(status);
         }
         if started.elapsed() > DEADLINE {
@@ -257,20 +271,57 @@ fn run(mut command: std::process::Command, work: &Path, logs: &Path) -> Result<S
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let read =
-        |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
     match status {
         Some(s) if s.success() => Ok(read(&out)),
         Some(s) => Err(format!(
             "{s}\n--- stdout:\n{}--- stderr:\n{}",
             read(&out),
-            read(&err)
+            read(&running.err)
         )),
         None => Err(format!(
             "still running after {DEADLINE:?}, killed\n--- stderr:\n{}",
-            read(&err)
+            read(&running.err)
         )),
     }
+}
+
+/// Starts a `server` block and returns once `port` on 127.0.0.1 takes connections.
+fn start_server(
+    command: std::process::Command,
+    work: &Path,
+    logs: &Path,
+    port: u16,
+) -> Result<Running, String> {
+    let mut running = spawn(command, work, logs, "server");
+    let started = Instant::now();
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    loop {
+        if std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+            return Ok(running);
+        }
+        if let Some(status) = running.child.try_wait().unwrap() {
+            return Err(format!(
+                "exited ({status}) before listening on {port}\n--- stderr:\n{}",
+                read(&running.err)
+            ));
+        }
+        if started.elapsed() > SERVER_STARTUP {
+            return Err(format!(
+                "not listening on {port} after {SERVER_STARTUP:?}\n--- stderr:\n{}",
+                read(&running.err)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A 127.0.0.1 port free when asked (the servers of the blocks take it in place of 5432).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -289,6 +340,9 @@ fn every_documented_command_runs() {
     let mut marked = vec![];
     let mut ran = 0;
     for file in files() {
+        // The servers a page starts run until its last block has run.
+        let mut servers: Vec<Running> = vec![];
+        let port = free_port();
         let text = std::fs::read_to_string(repo().join(&file)).unwrap();
         if file == "README.md" {
             let lines = text.lines().count();
@@ -326,7 +380,10 @@ fn every_documented_command_runs() {
             let unknown: Vec<&String> = block
                 .attrs
                 .iter()
-                .filter(|a| !(block.lang == "sql" && a.starts_with("tables=")))
+                .filter(|a| {
+                    !(block.lang == "sql" && a.starts_with("tables=")
+                        || block.lang == "sh" && *a == "server")
+                })
                 .collect();
             if !unknown.is_empty() {
                 failures.push(format!("{}: unknown attributes {unknown:?}", block.place()));
@@ -335,7 +392,7 @@ fn every_documented_command_runs() {
             let mut command;
             if block.lang == "sh" {
                 command = child::command("bash");
-                command.args(["-euo", "pipefail", "-c", &sized(&block.body)]);
+                command.args(["-euo", "pipefail", "-c", &for_test(&block.body, port)]);
             } else {
                 let sql = bin.path().join("block.sql");
                 std::fs::write(&sql, &block.body).unwrap();
@@ -350,9 +407,20 @@ fn every_documented_command_runs() {
                 }
                 command.arg("-f").arg(&sql);
             }
-            command.env("PATH", &path);
+            command
+                .env("PATH", &path)
+                .env("ANALYST_PASSWORD", PASSWORD)
+                .env("PGPASSWORD", PASSWORD);
             let started = Instant::now();
-            let result = run(command, work.path(), bin.path()).and_then(|stdout| {
+            let result = if block.attrs.iter().any(|a| a == "server") {
+                start_server(command, work.path(), bin.path(), port).map(|server| {
+                    servers.push(server);
+                    String::new()
+                })
+            } else {
+                run(command, work.path(), bin.path())
+            };
+            let result = result.and_then(|stdout| {
                 let printed: String = stdout
                     .lines()
                     .filter(|l| l.starts_with('+') || l.starts_with('|'))
@@ -414,7 +482,8 @@ fn every_documented_command_runs() {
 }
 
 #[test]
-fn the_test_sizes_commands_for_a_debug_build() {
+fn the_test_shrinks_sizes_and_moves_the_port() {
+    let sized = |script| for_test(script, 40123);
     assert_eq!(
         sized("calibsql generate --rows 1M --out data --drift-day 10\n"),
         "calibsql generate --rows 20K --out data --drift-day 10\n"
@@ -430,5 +499,9 @@ fn the_test_sizes_commands_for_a_debug_build() {
     assert_eq!(
         sized("calibsql --table t=x \\\n  -c \"SELECT 1\"\n"),
         "calibsql --table t=x    -c \"SELECT 1\"\n"
+    );
+    assert_eq!(
+        sized("calibsql serve --bind 127.0.0.1:5432\npsql \"port=5432\"\n"),
+        "calibsql serve --bind 127.0.0.1:40123\npsql \"port=40123\"\n"
     );
 }
