@@ -38,6 +38,11 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "the test command itself: it runs this test",
     ),
     (
+        "docs/README.md",
+        "cargo test --workspace --features calibsql/distributed --test cli doc_commands",
+        "this test itself",
+    ),
+    (
         "docs/distributed.md",
         "cargo install --path . --features distributed",
         "a release build and an install into ~/.cargo",
