@@ -6,7 +6,7 @@
 #   bash python/run-tests.sh [pytest arguments]
 #
 # CARGO_TARGET_DIR is honoured; the venv is $CALIBSQL_VENV (default ~/.cache/calibsql/venv);
-# CALIBSQL_FEATURES (default calibsql/distributed, as in the README's test command) are the
+# CALIBSQL_FEATURES (default calibsql/distributed, as in tests/run-all.sh) are the
 # cargo features of the build, which must match the test build's for DataFusion to build once.
 set -euo pipefail
 cd "$(dirname "$0")/.."

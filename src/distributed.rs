@@ -15,8 +15,8 @@
 //! address of theirs besides the one they register). An executor that stops answering is
 //! declared dead after [`EXECUTOR_TIMEOUT`] and its tasks, and the stages whose shuffle
 //! output it held, are run again on the others (Ballista's task and stage retries); a query
-//! fails only when no executor is left or a task fails [`TASK_MAX_FAILURES`] times. README
-//! "Scaling out" and docs/distributed.md say the same for users.
+//! fails only when no executor is left or a task fails [`TASK_MAX_FAILURES`] times.
+//! docs/distributed.md says the same for users.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

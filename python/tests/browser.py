@@ -1,6 +1,6 @@
 """Headless Chromium driven over the DevTools protocol, for the report's page test.
 
-Chromium (Debian's ``chromium``, which .ci/run installs) runs with ``--remote-debugging-pipe``:
+Chromium (Debian's ``chromium``, which tests/run-all.sh installs) runs with ``--remote-debugging-pipe``:
 the protocol's JSON messages, each ended by a NUL byte, go to its file descriptor 3 and come
 from its descriptor 4. No package is needed beyond the standard library, and no port is
 opened. The browser runs under ``children.popen`` (it dies with the test process) and is

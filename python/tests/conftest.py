@@ -1,7 +1,7 @@
 """Fixtures shared by the Python tests: the calibsql binary, generated logs, three runners.
 
 The binary is $CALIBSQL_BIN, else $CARGO_TARGET_DIR/debug/calibsql, else target/debug/calibsql
-of the repository (.ci/run builds it in the same cargo invocation as the extension).
+of the repository (python/run-tests.sh builds it in the same cargo invocation as the extension).
 """
 
 from __future__ import annotations

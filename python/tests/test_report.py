@@ -106,7 +106,7 @@ def test_report_errors_name_the_problem() -> None:
 def test_report_page_in_chromium(report: calibsql.Report, tmp_path: Path) -> None:
     path = browser.chromium()
     if path is None:
-        pytest.fail("Chromium is not installed (Debian: apt-get install chromium; .ci/run does)")
+        pytest.fail("Chromium is not installed (Debian: apt-get install chromium; tests/run-all.sh does)")
     page = tmp_path / "report.html"
     report.save(page)
     url = page.as_uri()

@@ -198,7 +198,7 @@ def test_a_query_over_the_memory_limit_fails_alone(binary, logs, tmp_path):
     """--memory-limit is the server's: the hungry query fails, the others go on.
 
     The pool is shared, so a small query that asks for memory just when the hungry one holds
-    nearly all of it may be refused too (README: a query that needs more than what is left
+    nearly all of it may be refused too (docs/serving.md: a query that needs more than what is left
     fails); it fails the same clean way, 53200, and its session goes on. The hungry one must
     fail every time, and the small ones must keep giving the right value around it.
     """

@@ -104,7 +104,7 @@ pub struct Args {
     pub quiet: bool,
 
     /// Run the statements on an Apache Ballista cluster whose scheduler is at df://HOST:PORT
-    /// (needs a calibsql built with --features distributed; README "Scaling out")
+    /// (needs a calibsql built with --features distributed; docs/distributed.md)
     #[arg(long, value_name = "URL", value_parser = parse_remote)]
     pub remote: Option<String>,
 
@@ -172,7 +172,7 @@ pub enum Command {
     ///
     /// Clients connect with `calibsql --remote df://HOST:PORT`; executors with `calibsql
     /// executor --scheduler HOST:PORT`. Ballista has no authentication: keep the cluster on a
-    /// trusted network (README "Scaling out"). Needs --features distributed.
+    /// trusted network (docs/distributed.md). Needs --features distributed.
     Scheduler(SchedulerArgs),
     /// Run an executor of an Apache Ballista cluster with every calibsql function
     ///
@@ -202,7 +202,7 @@ Example:
   calibsql serve --users users --table clicks=logs/ --tls-cert server.crt --tls-key server.key
   psql 'host=127.0.0.1 port=5432 dbname=calibsql user=analyst sslmode=require'
 
-What a client may do (README \"Connect your tools\"):
+What a client may do (docs/serving.md):
   By default: queries (SELECT, EXPLAIN, SHOW, SET, views of its own session) over the
   --tables. Refused: reading a file by its path (SELECT * FROM 'x.csv'), CREATE EXTERNAL
   TABLE, COPY … TO, INSERT and other DDL. --allow-path PREFIX lets clients read files under

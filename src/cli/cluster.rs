@@ -79,7 +79,7 @@ pub async fn executor(_: &ExecutorArgs) -> anyhow::Result<()> {
 fn not_built(role: &str) -> anyhow::Error {
     super::options::UsageError(format!(
         "calibsql {role}: this calibsql was built without the cluster roles; build it with \
-         `cargo install --path . --features distributed` (README \"Scaling out\")"
+         `cargo install --path . --features distributed` (docs/distributed.md)"
     ))
     .into()
 }

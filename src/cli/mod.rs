@@ -154,7 +154,7 @@ async fn run_tool(options: &Options, command: &args::Command) -> anyhow::Result<
         #[cfg(not(feature = "serve"))]
         args::Command::Serve(_) | args::Command::HashPassword => Err(options::UsageError(
             "this calibsql was built without the Postgres server; build it with `cargo \
-             install --path . --features serve` (README \"Connect your tools\")"
+             install --path . --features serve` (docs/serving.md)"
                 .to_string(),
         )
         .into()),

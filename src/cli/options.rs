@@ -151,7 +151,7 @@ fn validate(args: Args, sources: Vec<Source>, terminals: Terminals) -> Result<Op
         if !cfg!(feature = "distributed") {
             return Err(UsageError(
                 "--remote: this calibsql was built without the cluster client; build it with \
-                 `cargo install --path . --features distributed` (README \"Scaling out\")"
+                 `cargo install --path . --features distributed` (docs/distributed.md)"
                     .to_string(),
             ));
         }

@@ -2,7 +2,8 @@
 //!
 //! Fixtures (Parquet, CSV, NDJSON) are written by DataFusion into a fresh temporary directory
 //! per test; every command runs with that directory as its working directory and `HOME`.
-//! One module per area; the helpers below are shared by all of them.
+//! One module per area; the helpers below are shared by all of them. `doc_commands` runs every
+//! command of the README and of `docs/` in a scratch directory of its own.
 
 use std::io::Read;
 use std::path::Path;
@@ -16,6 +17,9 @@ use tempfile::TempDir;
 #[path = "../support/command.rs"]
 mod command;
 use command::calibsql;
+
+#[path = "../support/child.rs"]
+mod child;
 
 /// Runs SQL statements with DataFusion itself, to write fixtures.
 fn write_with_datafusion(dir: &Path, statements: &[&str]) {
@@ -80,6 +84,7 @@ fn assert_fails_with(command: &mut Command, code: i32, needle: &str) {
     assert!(stderr.contains(needle), "expected {needle:?} in: {stderr}");
 }
 
+mod doc_commands;
 mod errors;
 mod functions;
 mod output;

@@ -7,7 +7,7 @@ Unlike the other family scripts, the expected values come from the reference lib
   ece_debiased(p, y)      = calibration.get_calibration_error(p, y)   (uncertainty-calibration 0.1.4;
                             p=2, debias=True, 1-D binary probabilities)
 and every value is cross-checked against the mergeable re-implementation below (per-cell grid sums
-for smooth_ece, a map p -> (n, n1) for ece_debiased; see docs/notes-smooth.md), computed on the rows
+for smooth_ece, a map p -> (n, n1) for ece_debiased; see docs/smooth-and-debiased.md), computed on the rows
 split in 3 chunks whose states are merged, as partitions would be.
 
 Tolerances: values are compared to 1e-12 (absolute; every value is <= 1) and printed to 13
@@ -52,7 +52,7 @@ def r13(v):
     return None if v is None else float(f"{v:.13g}")
 
 # ---------------------------------------------------------------------------------------------
-# The mergeable re-implementation (docs/notes-smooth.md), used only as a cross-check
+# The mergeable re-implementation (docs/smooth-and-debiased.md), used only as a cross-check
 # ---------------------------------------------------------------------------------------------
 
 SQRT_2PI = math.sqrt(2 * math.pi)

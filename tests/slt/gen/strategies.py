@@ -1,7 +1,7 @@
 """Expected values of tests/slt/strategies.slt: the bin-assignment strategies of ece / mce /
 reliability / ace / rmsce, and normalized_entropy, computed BY THE TOOLS THEMSELVES.
 
-Rules, file:line of each tool and the float details: docs/notes-strategies.md.
+Rules, file:line of each tool and the float details: docs/binning-rules.md.
 
 Tool versions the values were computed with (python 3.11.7, venv /work/scratch/venv-a):
   numpy 2.4.6, scipy 1.17.1, scikit-learn 1.9.1, netcal 1.4.0, torch 2.15.0 (CPU capability AVX2),
@@ -22,7 +22,7 @@ strategy       tool call whose numbers are reproduced (unweighted)
   'kumar'        calibration.get_ece(p, y, num_bins=M) (equal-WIDTH bins, right-closed)
 ace(p, y, M, 'netcal') = netcal ACE(bins=M), which is equal-WIDTH; the default ace(p, y) (15, 'quantile')
 is the mean over non-empty sklearn-quantile bins: netcal's own equal-mass ACE (equal_intervals=False)
-uses other edges, left-closed bins, and raises on ties (docs/notes-strategies.md).
+uses other edges, left-closed bins, and raises on ties (docs/binning-rules.md).
 sklearn and kumar have no ECE/MCE per se: ECE = sum_b n_b/N |frac_pos_b - mean_p_b| and MCE = max over
 non-empty bins, from the tool's own per-bin numbers (calibration_curve / calibration.utils.fast_bin).
 No tool takes weights: weighted expected values come from the reference below (our definition):
@@ -83,7 +83,7 @@ def tools():
 
 
 # --------------------------------------------------------------------------------------------
-# Reference rules (docs/notes-strategies.md), re-derived in numpy; checked against the tools.
+# Reference rules (docs/binning-rules.md), re-derived in numpy; checked against the tools.
 
 
 def fma(a, b, c):
