@@ -136,8 +136,10 @@ pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Splits `sql` into statements (respecting strings and comments) with the session's dialect.
+/// Splits `sql` into statements (respecting strings and comments) with the session's dialect,
+/// after [`nesting::check_text`].
 pub fn parse_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<Statement>> {
+    nesting::check_text(sql)?;
     let state = ctx.state();
     let parser_options = &state.config().options().sql_parser;
     let dialect = dialect_from_str(parser_options.dialect).ok_or_else(|| {
@@ -179,6 +181,7 @@ pub async fn plan_statement(ctx: &SessionContext, mut statement: Statement) -> R
 pub async fn sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     let state = ctx.state();
     let dialect = state.config().options().sql_parser.dialect;
+    nesting::check_text(sql)?;
     let mut statement = state.sql_to_statement(sql, &dialect)?;
     prepare_statement(&mut statement, &state)?;
     let plan = state.statement_to_plan(statement).await?;

@@ -7,16 +7,20 @@
 //! guards some of those recursions (its `recursive_protection` feature grows the stack on the
 //! heap), but not the derived `Clone`, `Hash`, `Drop` or the physical expressions' evaluation.
 //!
-//! So calibsql does two things:
-//! - [`check`] refuses a statement whose expressions (or chains of `UNION`/`INTERSECT`/
-//!   `EXCEPT`) nest deeper than [`MAX_DEPTH`], with an error that names the limit, before
-//!   anything is planned. Measuring is itself safe at any depth: sqlparser's visitor is one of
-//!   the guarded recursions.
+//! So calibsql does three things:
+//! - [`check_text`] refuses, before it is parsed, SQL text with a run of operators at one
+//!   level of parentheses longer than [`MAX_RUN`] (or of set operations longer than
+//!   [`MAX_DEPTH`]): the tokens are read in a loop, and a statement that deep is never built
+//!   as a tree, whose parsing and dropping would touch hundreds of megabytes of stack.
+//! - [`check`] refuses a parsed statement whose expressions (or chains of `UNION`/
+//!   `INTERSECT`/`EXCEPT`) nest deeper than [`MAX_DEPTH`], with an error that names the
+//!   limit, before anything is planned. Measuring is itself safe at any depth: sqlparser's
+//!   visitor is one of the guarded recursions. Planning time grows with the square of the
+//!   depth in DataFusion 55, which is what sets the limit (docs/SEMANTICS.md, "Statements").
 //! - Every thread that parses, plans or runs a statement has a stack of [`THREAD_STACK`]
-//!   bytes ([`runtime_builder`], [`on_large_stack`]), enough for [`MAX_DEPTH`] levels in
-//!   every step, and for dropping the tree of a refused statement of any length the
-//!   parser accepts. A stack is address space: only the part a statement touches becomes
-//!   memory.
+//!   bytes ([`runtime_builder`], [`on_large_stack`]), enough for the trees [`check_text`]
+//!   lets through in every step. A stack is address space: only the part a statement
+//!   touches becomes memory.
 
 use std::ops::ControlFlow;
 
@@ -27,9 +31,123 @@ use datafusion::sql::sqlparser::ast::{Expr, Query, SetExpr, Visit, Visitor};
 /// How deep expressions, and chains of set operations, may nest in one statement.
 pub const MAX_DEPTH: usize = 1_000;
 
+/// How many operators may follow one another at one level of parentheses, between commas
+/// and clauses, in SQL text: three times [`MAX_DEPTH`], since operators of different
+/// precedence (`a * b + c * d`, `x = 1 AND y = 2`) make a tree shallower than its run.
+pub const MAX_RUN: usize = 3 * MAX_DEPTH;
+
 /// The stack of every thread that parses, plans or executes statements: the CLI's, the
 /// server's and the Python module's runtime workers, and the thread that drives them.
-pub const THREAD_STACK: usize = 512 << 20;
+pub const THREAD_STACK: usize = 256 << 20;
+
+/// Refuses SQL text whose operators run longer than [`MAX_RUN`] at one level of
+/// parentheses, or whose set operations chain more than [`MAX_DEPTH`] times, without parsing
+/// it (text that does not tokenize is left to the parser's error).
+pub fn check_text(sql: &str) -> Result<()> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    // Per level of parentheses: the operators since the last separator, and the set
+    // operations since the statement began.
+    let mut runs: Vec<(usize, usize)> = vec![(0, 0)];
+    for token in &tokens {
+        match token {
+            Token::LParen | Token::LBracket => {
+                runs.push((0, 0));
+                continue;
+            }
+            Token::RParen | Token::RBracket => {
+                if runs.len() > 1 {
+                    runs.pop();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let (operators, sets) = runs.last_mut().expect("the outer level stays");
+        match token {
+            Token::Comma => *operators = 0,
+            Token::SemiColon => {
+                *operators = 0;
+                *sets = 0;
+            }
+            Token::Word(word) => match word.keyword {
+                Keyword::AND
+                | Keyword::OR
+                | Keyword::IS
+                | Keyword::LIKE
+                | Keyword::ILIKE
+                | Keyword::COLLATE => *operators += 1,
+                Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT => {
+                    *operators = 0;
+                    *sets += 1;
+                }
+                Keyword::SELECT
+                | Keyword::FROM
+                | Keyword::WHERE
+                | Keyword::GROUP
+                | Keyword::ORDER
+                | Keyword::HAVING
+                | Keyword::LIMIT
+                | Keyword::OFFSET
+                | Keyword::ON
+                | Keyword::USING
+                | Keyword::WHEN
+                | Keyword::THEN
+                | Keyword::ELSE
+                | Keyword::END
+                | Keyword::CASE
+                | Keyword::JOIN
+                | Keyword::VALUES
+                | Keyword::AS
+                | Keyword::WINDOW
+                | Keyword::QUALIFY => *operators = 0,
+                _ => {}
+            },
+            Token::DoubleEq
+            | Token::Eq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq
+            | Token::Spaceship
+            | Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::DuckIntDiv
+            | Token::Mod
+            | Token::StringConcat
+            | Token::DoubleColon
+            | Token::Caret
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::ShiftLeft
+            | Token::ShiftRight
+            | Token::Arrow
+            | Token::LongArrow => *operators += 1,
+            _ => {}
+        }
+        if *operators > MAX_RUN {
+            return plan_err!(
+                "expression nested deeper than {MAX_DEPTH} levels (calibsql's limit): more \
+                 than {MAX_RUN} operators in a row, such as `a + b + …` or `x = 1 OR x = 2 OR \
+                 …`; use a list (`x IN (1, 2, …)`), a table to join, or an aggregate instead"
+            );
+        }
+        if *sets > MAX_DEPTH {
+            return plan_err!(
+                "more than {MAX_DEPTH} set operations (UNION, INTERSECT, EXCEPT) in a chain \
+                 (calibsql's limit): read the parts from one table or file instead"
+            );
+        }
+    }
+    Ok(())
+}
 
 /// A multi-threaded tokio runtime builder whose threads have [`THREAD_STACK`] bytes of stack.
 pub fn runtime_builder() -> tokio::runtime::Builder {
@@ -162,5 +280,32 @@ mod tests {
                 .to_string();
             assert!(error.contains("more than 1000 set operations"), "{error}");
         });
+    }
+
+    #[test]
+    fn text_with_a_long_run_of_operators_is_refused_before_parsing() {
+        let chain = |n: usize| format!("SELECT {} FROM t", vec!["p"; n].join(" + "));
+        check_text(&chain(MAX_RUN)).unwrap();
+        let error = check_text(&chain(MAX_RUN + 2)).unwrap_err().to_string();
+        assert!(
+            error.contains("expression nested deeper than 1000 levels"),
+            "{error}"
+        );
+        // Commas, parentheses and clauses end a run: wide statements pass.
+        let wide = format!("SELECT {} FROM t", vec!["(a + b) * c"; 5_000].join(", "));
+        check_text(&wide).unwrap();
+        let in_list = format!(
+            "SELECT count(*) FROM t WHERE x IN ({})",
+            (0..200_000)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        check_text(&in_list).unwrap();
+        let unions = vec!["SELECT 1"; MAX_DEPTH + 2].join(" UNION ALL ");
+        let error = check_text(&unions).unwrap_err().to_string();
+        assert!(error.contains("more than 1000 set operations"), "{error}");
+        // Text that does not tokenize is the parser's to report.
+        check_text("SELECT 'unterminated").unwrap();
     }
 }

@@ -44,9 +44,14 @@ def hash_password(binary: Path, password: str) -> str:
     return out.strip()
 
 
+#: The process of each running server, by port (for tests that read its memory or CPU).
+SERVERS: dict[int, subprocess.Popen] = {}
+
+
 @contextmanager
 def serving(binary: Path, logs: Path, work: Path, *extra: str):
-    """A server over the `logs` fixture's test split as `t`; yields its port."""
+    """A server over the `logs` fixture's test split as `t`; yields its port (its process is
+    `SERVERS[port]` while it runs)."""
     users = work / "users"
     users.write_text(f"analyst:{hash_password(binary, PASSWORD)}\n")
     users.chmod(0o600)
@@ -71,7 +76,12 @@ def serving(binary: Path, logs: Path, work: Path, *extra: str):
             if time.monotonic() - started > STARTUP:
                 pytest.fail(f"calibsql serve did not listen: {log.read_text()}")
             time.sleep(0.02)
-        yield int(match.group(1))
+        port = int(match.group(1))
+        SERVERS[port] = proc
+        try:
+            yield port
+        finally:
+            SERVERS.pop(port, None)
     finally:
         proc.kill()
         proc.wait()

@@ -87,6 +87,7 @@ fn assert_fails_with(command: &mut Command, code: i32, needle: &str) {
 mod doc_commands;
 mod errors;
 mod functions;
+mod hardening;
 mod output;
 mod report;
 mod statements;

@@ -568,6 +568,8 @@ impl SimpleQueryHandler for ConnectionInner {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let session = self.session()?;
+        // Before any parser builds a tree of it (calibsql::nesting).
+        calibsql::nesting::check_text(query).map_err(from_datafusion)?;
         client
             .session_extensions()
             .insert(ResultFormat(Format::UnifiedText));
@@ -648,6 +650,8 @@ impl QueryParser for CalibsqlParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
+        // Before any parser builds a tree of it (calibsql::nesting).
+        calibsql::nesting::check_text(sql).map_err(from_datafusion)?;
         self.inner.parse_sql(client, sql, types).await
     }
 

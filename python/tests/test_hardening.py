@@ -1,0 +1,185 @@
+"""What a careless or hostile statement meets in the server and the Python module: deep
+expressions refused by name (the server stays up), results that grow with an argument's
+value refused under the memory limit with the server's peak memory read, a cancel request
+or Ctrl-C stopping a nested-loop join in its operators (the process's CPU time stops), and
+the clients built on SQLAlchemy. The CLI's side of the same: tests/cli/hardening.rs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import calibsql
+from test_serve import SERVERS, STOP, connect, psycopg, serving
+
+#: A nested-loop join (no equality to hash) of 300,000 x 300,000 rows: minutes of work.
+NESTED_LOOP = (
+    "SELECT count(*) AS n FROM generate_series(1, 300000) a "
+    "JOIN generate_series(1, 300000) b ON a.value + b.value = 7 OR a.value * b.value = 12"
+)
+
+
+def chain(terms: int) -> str:
+    return "SELECT " + " + ".join(["p_model"] * terms) + " AS s FROM t LIMIT 1"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def wait_until_idle(pid: int) -> float:
+    """Seconds until a process uses under a quarter of a core over half a second (a hang
+    guard of STOP seconds: a join that goes on burns two cores for minutes)."""
+    started = time.monotonic()
+    while True:
+        before = cpu_seconds(pid)
+        time.sleep(0.5)
+        if cpu_seconds(pid) - before < 0.125:
+            return time.monotonic() - started
+        assert time.monotonic() - started < STOP, "the cancelled statement is still running"
+
+
+@pytest.fixture(scope="module")
+def limited(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
+    with serving(
+        binary, logs, tmp_path_factory.mktemp("limited"), "--memory-limit", "512M",
+        "--query-timeout", "600",
+    ) as port:
+        yield port
+
+
+@pytest.mark.parametrize("terms", [5_000, 20_000, 100_000])
+def test_deep_expressions_are_refused_and_the_server_stays_up(limited, terms):
+    with connect(limited) as con:
+        with pytest.raises(psycopg.Error, match="nested deeper than 1000 levels"):
+            con.execute(chain(terms))
+        assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
+        # Bound parameters go through the extended protocol's own parse.
+        with pytest.raises(psycopg.Error, match="nested deeper than 1000 levels"):
+            con.execute(chain(terms).replace("LIMIT 1", "WHERE p_model > %s LIMIT 1"), (0.5,))
+    assert SERVERS[limited].poll() is None
+
+
+def test_deep_expressions_in_the_module(logs):
+    con = calibsql.connect().register("t", str(logs / "test"))
+    for terms in (5_000, 20_000, 100_000):
+        with pytest.raises(calibsql.Error, match="nested deeper than 1000 levels"):
+            con.sql(chain(terms))
+    assert con.sql(chain(999)).to_pylist()[0]["s"] > 0
+
+
+CASES = [
+    ("SELECT length(repeat('x', 2000000000)) AS n", "repeat: the result would take up to 1.9 GB"),
+    ("SELECT length(lpad('a', 2000000000)) AS n", "lpad: the result would take up to 7.5 GB"),
+    ("SELECT cardinality(array_repeat(1.5, 500000000)) AS n", "array_repeat: the result would take up to 3.7 GB"),
+]
+
+
+def test_value_sized_results_are_refused_under_the_servers_limit(limited):
+    with connect(limited) as con:
+        for sql, message in CASES:
+            with pytest.raises(psycopg.Error, match=re.escape(message)):
+                con.execute(sql)
+        assert con.execute("SELECT length(repeat('x', 1000000)) AS n").fetchone()[0] == 1000000
+    # The issue's measure: the process within about 1.5 times its limit.
+    assert peak_rss_mib(SERVERS[limited].pid) < 1536
+
+
+def test_value_sized_results_are_refused_in_the_module():
+    con = calibsql.connect(memory_limit="512M")
+    for sql, message in CASES:
+        with pytest.raises(calibsql.Error, match=re.escape(message)):
+            con.sql(sql)
+
+
+def test_a_cancel_request_stops_a_nested_loop_join(limited):
+    """psql's Ctrl-C, psycopg's cancel(): the join's operators stop, not only the answer."""
+    pid = SERVERS[limited].pid
+    with connect(limited) as con:
+        errors = []
+
+        def run():
+            try:
+                con.execute(NESTED_LOOP)
+            except psycopg.Error as e:
+                errors.append(e)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        time.sleep(2)
+        assert thread.is_alive()
+        con.cancel_safe()
+        thread.join(STOP)
+        assert len(errors) == 1 and isinstance(errors[0], psycopg.errors.QueryCanceled), errors
+        wait_until_idle(pid)
+        assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
+
+
+def test_ctrl_c_stops_a_nested_loop_join_in_the_module():
+    con = calibsql.connect()
+    timer = threading.Timer(2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            con.sql(NESTED_LOOP)
+    finally:
+        timer.cancel()
+    wait_until_idle(os.getpid())
+    assert con.sql("SELECT 40 + 2 AS x").to_pylist() == [{"x": 42}]
+
+
+sqlalchemy = pytest.importorskip("sqlalchemy")
+
+
+def engine(port: int):
+    from test_serve import PASSWORD
+
+    return sqlalchemy.create_engine(
+        f"postgresql+psycopg://analyst:{PASSWORD.replace(' ', '%20')}@127.0.0.1:{port}/calibsql"
+        "?sslmode=disable"
+    )
+
+
+def test_sqlalchemy_and_pandas_over_an_engine(limited, binary, logs):
+    pandas = pytest.importorskip("pandas")
+    from test_serve import cli_rows, same
+
+    e = engine(limited)
+    try:
+        # The dialect parses the release from version() at connect.
+        with e.connect() as c:
+            assert e.dialect.server_version_info[:2] == (16, 6)
+            assert c.execute(sqlalchemy.text("SHOW standard_conforming_strings")).scalar() == "on"
+            assert c.execute(sqlalchemy.text("SELECT current_schema()")).scalar() == "public"
+        sql = "SELECT ad_type, ece(p_model, click) AS ece FROM t GROUP BY ad_type ORDER BY ad_type"
+        frame = pandas.read_sql(sql, e)
+        expected = cli_rows(binary, logs, sql)
+        assert len(frame) == len(expected)
+        for (ad_type, ece), (want_type, want_ece) in zip(frame.itertuples(index=False), expected):
+            assert ad_type == want_type and same(float(ece), want_ece)
+        bound = pandas.read_sql(
+            sqlalchemy.text("SELECT count(*) AS n FROM t WHERE p_model > :x"), e, params={"x": 0.5}
+        )
+        assert int(bound["n"][0]) == int(cli_rows(binary, logs, "SELECT count(*) FROM t WHERE p_model > 0.5")[0][0])
+        inspector = sqlalchemy.inspect(e)
+        assert inspector.get_table_names() == ["t"]
+        assert inspector.has_table("t") and not inspector.has_table("nope")
+        assert inspector.get_view_names() == []
+        assert inspector.get_foreign_keys("t") == []
+        assert inspector.get_check_constraints("t") == []
+    finally:
+        e.dispose()
