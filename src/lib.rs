@@ -1,5 +1,8 @@
 //! calibsql: a DataFusion session with every calibration function registered,
-//! table registration for local paths and S3 (see [`s3`]), and the CLI's engine.
+//! table registration for local paths and S3 (see [`s3`]), and the CLI's engine. What
+//! every statement goes through wherever it comes from: [`nesting`] (how deep it may be,
+//! the stacks that hold it), [`value_limits`] (functions bounded by the memory limit) and
+//! [`cancel`] (stopping it in its operators).
 
 pub mod address;
 pub mod cancel;

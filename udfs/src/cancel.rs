@@ -4,7 +4,8 @@
 //! statement inside [`Cancel::while_polling`], which makes the flag the current thread's while
 //! the poll runs. A function whose own work is long (a fit's optimisation over millions of
 //! points) calls [`check`] now and then, and stops with an error when the statement has been
-//! cancelled; elsewhere (no engine flag) `check` never fails.
+//! cancelled, or stops iterating when [`requested`] (the fits' solvers in `optim`);
+//! elsewhere (no engine flag) neither ever stops anything.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,10 +59,15 @@ pub fn cancelled() -> DataFusionError {
     DataFusionError::Execution("the statement was cancelled".to_string())
 }
 
+/// Whether the statement being polled on this thread has been cancelled: an iterative
+/// solver stops iterating (its unfinished answer is never seen, the statement fails).
+pub fn requested() -> bool {
+    CURRENT.with(|c| c.borrow().as_ref().is_some_and(Cancel::is_cancelled))
+}
+
 /// Fails when the statement being polled on this thread has been cancelled.
 pub fn check() -> Result<()> {
-    let stop = CURRENT.with(|c| c.borrow().as_ref().is_some_and(Cancel::is_cancelled));
-    if stop {
+    if requested() {
         Err(cancelled())
     } else {
         Ok(())

@@ -23,6 +23,7 @@
 //! - `registry.rs`: the one list of functions; everything that enumerates functions reads it.
 //! - `common.rs`: argument roles and call shapes (`Arg`, `CallShape`, the shared arguments in
 //!   `common::args`), literal arguments, row masks, validation.
+//! - [`cancel`]: a running statement's cancel flag, which the fits' solvers look at.
 //! - `kernel.rs`: an aggregate written once as a `Kernel`, served as both a
 //!   `GroupsAccumulator` and an `Accumulator`.
 //! - [`metrics`]: one family of metrics a file; [`fit`]: one calibrator a file, plus the

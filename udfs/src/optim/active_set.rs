@@ -158,6 +158,9 @@ pub(crate) fn minimise<const K: usize>(
     let mut converged = false;
     let mut it = 0;
     while it < MAX_ITERATIONS {
+        if crate::cancel::requested() {
+            break;
+        }
         it += 1;
         let (g, h) = grad_hess(nodes, n, &theta);
         let Some((p, lambda)) = kkt_step(&g, &h, cons, &work) else {

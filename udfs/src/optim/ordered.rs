@@ -852,6 +852,9 @@ pub(crate) fn solve_with_offsets(
     let tol = 1e-13 * rows.max(1.0);
     let (mut iterations, mut converged) = (0, false);
     while iterations < MAX_ITERATIONS {
+        if crate::cancel::requested() {
+            break;
+        }
         iterations += 1;
         let gg: Vec<f64> = (0..zn).map(|z| sums.gg[z] + l2 * g[z]).collect();
         let mut gx = vec![0.0; kn];
