@@ -48,16 +48,6 @@ fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_calibsql"))
 }
 
-/// A port that was free a moment ago: bound and released, so another process may take it
-/// before it is used (an executor started on it then fails and gets another one).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The binary with `args`, `env` and no other AWS setting from the environment.
 fn calibsql_command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = child::command(binary());
@@ -122,7 +112,7 @@ impl Cluster {
         std::fs::create_dir_all(&work_dir).unwrap();
         let scheduler = self.scheduler.to_string();
         for attempt in 1..=PORT_ATTEMPTS {
-            let port = free_port();
+            let port = child::free_port();
             let bind = format!("127.0.0.1:{port}");
             let mut args = vec![
                 "executor",

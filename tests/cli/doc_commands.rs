@@ -320,15 +320,6 @@ fn start_server(
     }
 }
 
-/// A 127.0.0.1 port free when asked (the servers of the blocks take it in place of 5432).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn every_documented_command_runs() {
     let work = child::scratch_dir("doc-commands-");
@@ -347,7 +338,7 @@ fn every_documented_command_runs() {
     for file in files() {
         // The servers a page starts run until its last block has run.
         let mut servers: Vec<Running> = vec![];
-        let port = free_port();
+        let port = child::free_port();
         let text = std::fs::read_to_string(repo().join(&file)).unwrap();
         if file == "README.md" {
             let lines = text.lines().count();

@@ -13,14 +13,6 @@ const STARTUP: Duration = Duration::from_secs(120);
 /// Free ports tried for the executor.
 const PORT_ATTEMPTS: usize = 5;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn jobs_finished(scheduler: &child::Child) -> usize {
     scheduler
         .stderr()
@@ -52,7 +44,7 @@ fn queries_run_on_the_cluster_with_the_local_numbers() {
     };
     let mut _executor = None;
     for attempt in 1..=PORT_ATTEMPTS {
-        let port = free_port();
+        let port = child::free_port();
         let bind = format!("127.0.0.1:{port}");
         let mut command = child::calibsql(fixture.path());
         command.args(["executor", "--scheduler", &address, "--bind", &bind]);

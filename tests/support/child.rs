@@ -314,3 +314,14 @@ pub fn listens_on(_pid: u32, port: u16) -> bool {
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok()
 }
+
+/// A 127.0.0.1 port that was free a moment ago: bound and released, so another process may
+/// take it before it is used (a server started on it then fails, and the test says so).
+#[allow(dead_code)] // not every test binary that includes this file starts servers
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -120,7 +120,6 @@ impl Sessions {
         // queries (psql \d, JDBC getTables, BI tools) read.
         setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
             .map_err(|e| anyhow::anyhow!("cannot set up pg_catalog: {e}"))?;
-        ctx.register_udf(ScalarUDF::new_from_impl(PostgresVersion::new()));
         for stub in CatalogStub::all() {
             ctx.register_udf(ScalarUDF::new_from_impl(stub));
         }
@@ -129,9 +128,10 @@ impl Sessions {
     }
 }
 
-/// A Postgres catalog function that SQLAlchemy's inspector calls on objects calibsql does not
-/// have (sequences, collations, identity columns): it answers what Postgres answers for a
-/// table without them.
+/// A Postgres function with one answer here: `version()` ([`postgres_version`]), and the
+/// catalog functions SQLAlchemy's inspector calls on objects calibsql does not have
+/// (sequences, collations, identity columns), answering what Postgres answers for a table
+/// without them.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CatalogStub {
     name: &'static str,
@@ -147,6 +147,11 @@ impl CatalogStub {
             answer,
         };
         vec![
+            CatalogStub {
+                name: "version",
+                signature: Signature::nullary(Volatility::Immutable),
+                answer: ScalarValue::Utf8(Some(postgres_version())),
+            },
             // The sequence behind a serial column: none.
             stub("pg_get_serial_sequence", 2, ScalarValue::Utf8(None)),
             // Whether a collation is on the search path: the default one is.
@@ -273,46 +278,12 @@ pub const POSTGRES_VERSION: &str = "16.6";
 /// `version()` over the Postgres wire: `PostgreSQL 16.6 (calibsql 0.1.0 on Apache DataFusion
 /// 55.2.0, x86_64-linux)`, where DataFusion's own answers `Apache DataFusion 55.2.0, …`,
 /// which PostgreSQL clients cannot parse.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct PostgresVersion {
-    signature: Signature,
-}
-
-impl PostgresVersion {
-    fn new() -> Self {
-        PostgresVersion {
-            signature: Signature::nullary(Volatility::Immutable),
-        }
-    }
-
-    fn text() -> String {
-        format!(
-            "PostgreSQL {POSTGRES_VERSION} (calibsql {} on Apache DataFusion {}, {}-{})",
-            env!("CARGO_PKG_VERSION"),
-            datafusion::DATAFUSION_VERSION,
-            std::env::consts::ARCH,
-            std::env::consts::OS
-        )
-    }
-}
-
-impl ScalarUDFImpl for PostgresVersion {
-    fn name(&self) -> &str {
-        "version"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> datafusion::common::Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(
-        &self,
-        _args: ScalarFunctionArgs,
-    ) -> datafusion::common::Result<ColumnarValue> {
-        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(Self::text()))))
-    }
+fn postgres_version() -> String {
+    format!(
+        "PostgreSQL {POSTGRES_VERSION} (calibsql {} on Apache DataFusion {}, {}-{})",
+        env!("CARGO_PKG_VERSION"),
+        datafusion::DATAFUSION_VERSION,
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    )
 }
