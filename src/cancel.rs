@@ -132,12 +132,7 @@ impl Drop for StopOnDrop {
 
 /// Every batch of `frame`, executed as by [`execute_stream`].
 pub async fn collect(frame: DataFrame) -> Result<Vec<RecordBatch>> {
-    let mut stream = execute_stream(frame).await?;
-    let mut batches = Vec::new();
-    while let Some(batch) = stream.next().await {
-        batches.push(batch?);
-    }
-    Ok(batches)
+    datafusion::physical_plan::common::collect(execute_stream(frame).await?).await
 }
 
 /// `plan` with a [`CheckCancel`] above every leaf and every aggregation and on the probe side

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::config::ConfigOptions;
@@ -126,24 +126,28 @@ fn size(bytes: f64) -> String {
     }
 }
 
-/// One argument, row by row, without materialising a constant into a column.
+/// One argument, row by row, without materialising a constant into a column (a NULL counts
+/// 0).
 enum PerRow {
     Const(i64),
-    Values(ArrayRef),
+    Values(Int64Array),
 }
 
 impl PerRow {
+    /// An argument cast to 64-bit integers.
+    fn of(values: &ArrayRef) -> Result<PerRow> {
+        Ok(PerRow::Values(
+            cast(values, &DataType::Int64)?
+                .as_primitive::<Int64Type>()
+                .clone(),
+        ))
+    }
+
     fn at(&self, row: usize) -> i64 {
         match self {
             PerRow::Const(v) => *v,
-            PerRow::Values(values) => {
-                let values = values.as_primitive::<Int64Type>();
-                if values.is_null(row) {
-                    0
-                } else {
-                    values.value(row)
-                }
-            }
+            PerRow::Values(values) if values.is_null(row) => 0,
+            PerRow::Values(values) => values.value(row),
         }
     }
 }
@@ -155,7 +159,7 @@ fn integers(arg: &ColumnarValue) -> Result<PerRow> {
             ScalarValue::Int64(Some(v)) => PerRow::Const(v),
             _ => PerRow::Const(0),
         },
-        ColumnarValue::Array(a) => PerRow::Values(cast(a, &DataType::Int64)?),
+        ColumnarValue::Array(a) => PerRow::of(a)?,
     })
 }
 
@@ -171,8 +175,7 @@ fn value_bytes(arg: &ColumnarValue) -> Result<PerRow> {
             | DataType::Binary
             | DataType::LargeBinary
             | DataType::BinaryView => {
-                let lengths = datafusion::arrow::compute::kernels::length::length(a)?;
-                PerRow::Values(cast(&lengths, &DataType::Int64)?)
+                PerRow::of(&datafusion::arrow::compute::kernels::length::length(a)?)?
             }
             other => PerRow::Const(match other.primitive_width() {
                 Some(width) => width as i64,

@@ -1321,12 +1321,11 @@ impl Exec {
             let flag = token.flag.clone();
             let batches = guard(
                 async {
-                    calibsql::cancel::execute_on(queries, frame, flag)
-                        .collect::<Vec<_>>()
-                        .await
-                        .into_iter()
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(from_datafusion)
+                    datafusion::physical_plan::common::collect(calibsql::cancel::execute_on(
+                        queries, frame, flag,
+                    ))
+                    .await
+                    .map_err(from_datafusion)
                 },
                 &token,
                 limit.map(|l| l.saturating_sub(started.elapsed())),
