@@ -106,12 +106,14 @@ fn run() -> anyhow::Result<()> {
 async fn run_async(options: Options) -> anyhow::Result<()> {
     match &options.mode {
         Mode::Interactive => {
+            interrupt::watch();
             let mut session = Session::new(&options).await?;
             repl::run(&mut session).await?;
             session.flush()?;
             Ok(())
         }
         Mode::Batch(sources) => {
+            interrupt::watch();
             // Ctrl-C ends the whole run (exit 130); dropping the future cancels the query.
             // Checked first: the statement it cancelled may fail at the same moment.
             tokio::select! {

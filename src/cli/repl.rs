@@ -52,6 +52,8 @@ pub async fn run(session: &mut Session) -> anyhow::Result<()> {
         } else {
             "      ... "
         };
+        // At the prompt Ctrl-C edits the line; only one after it cancels a statement.
+        super::interrupt::forget();
         let line = match editor.readline(prompt) {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {

@@ -192,7 +192,18 @@ fn ctrl_c_stops_a_nested_loop_join_in_its_operators() {
     let mut command = child::calibsql(dir.path());
     command.args(["-c", NESTED_LOOP]);
     let mut process = child::Child::spawn("calibsql", &mut command, None);
-    // Let the join start (the build side is collected in well under a second).
+    // Wait for the CLI to listen for Ctrl-C (before that, SIGINT's default ends the process, a
+    // status without a code); on a loaded machine that can take more than a few seconds.
+    let listening = Instant::now();
+    while !child::has_thread(process.id(), "calibsql-ctrl-c") {
+        assert!(
+            listening.elapsed() < Duration::from_secs(120),
+            "{}",
+            process.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Then let the join start (the build side is collected in well under a second).
     std::thread::sleep(Duration::from_secs(2));
     assert!(process.try_wait().is_none(), "{}", process.stderr_tail());
     // SAFETY: signalling our own child by its pid.

@@ -325,3 +325,16 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Whether process `pid` has a thread named `name` (Linux: `/proc/PID/task/*/comm`, where a
+/// name is cut to 15 bytes).
+#[cfg(target_os = "linux")]
+#[allow(dead_code)] // not every test binary that includes this file looks at threads
+pub fn has_thread(pid: u32, name: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim_end() == name)
+    })
+}
