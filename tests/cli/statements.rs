@@ -99,3 +99,23 @@ fn empty_result_prints_the_header() {
         .success()
         .stdout("a,b\n");
 }
+
+/// DataFusion 55 names every table function call's scan after the function alone, and its
+/// common-subexpression elimination then took these two subqueries for one (3 and 3); each
+/// call is now named after its text (src/table_calls.rs). Expected: the row counts of the
+/// two series, 3 and 5; an alias of the user's own still names the call.
+#[test]
+fn different_table_function_calls_are_different_tables() {
+    let dir = TempDir::new().unwrap();
+    calibsql(dir.path())
+        .args([
+            "-c",
+            "SELECT (SELECT count(*) FROM generate_series(1, 3)) AS a, \
+                    (SELECT count(*) FROM generate_series(1, 5)) AS b, \
+                    (SELECT count(*) FROM range(1, 5)) AS c",
+        ])
+        .args(["-c", "SELECT g.value FROM generate_series(1, 2) AS g"])
+        .assert()
+        .success()
+        .stdout("a,b,c\n3,5,4\nvalue\n1\n2\n");
+}
