@@ -25,7 +25,7 @@ fn check_model_type(t: &DataType) -> Result<()> {
     let want = model_fields();
     for f in fields {
         if let Some((_, w)) = want.find(f.name()) {
-            if w.data_type() != f.data_type() {
+            if !same_but_encoding(f.data_type(), w.data_type()) {
                 return plan_err!(
                     "calibrate: argument model field {} must be {}, got {}",
                     f.name(),
@@ -39,6 +39,51 @@ fn check_model_type(t: &DataType) -> Result<()> {
         return plan_err!("calibrate: argument model must have a method field");
     }
     Ok(())
+}
+
+/// A model read back from a table that encodes its text or lists differently (Delta and
+/// Parquet readers give `Utf8View`, other writers `LargeUtf8` or large lists): the type it is
+/// cast to before calibrate reads it, its fields' types made the model's. `None` when there is
+/// nothing to cast, or when a field differs by more than its encoding ([`check_model_type`]
+/// refuses that model when the call is planned).
+fn stored_model_type(t: &DataType) -> Option<DataType> {
+    let DataType::Struct(fields) = t else {
+        return None;
+    };
+    let want = model_fields();
+    let mut cast = false;
+    let mut target = Vec::with_capacity(fields.len());
+    for f in fields {
+        match want.find(f.name()) {
+            Some((_, w)) if w.data_type() != f.data_type() => {
+                if !same_but_encoding(f.data_type(), w.data_type()) {
+                    return None;
+                }
+                cast = true;
+                target.push(Arc::new(Field::new(
+                    f.name(),
+                    w.data_type().clone(),
+                    f.is_nullable(),
+                )));
+            }
+            _ => target.push(Arc::clone(f)),
+        }
+    }
+    cast.then(|| DataType::Struct(target.into()))
+}
+
+/// Whether `stored` holds what `model` does, encoded differently (string and list kinds, list
+/// item names).
+fn same_but_encoding(stored: &DataType, model: &DataType) -> bool {
+    use DataType::*;
+    match (stored, model) {
+        (Utf8 | LargeUtf8 | Utf8View, Utf8) => true,
+        (List(item) | LargeList(item) | ListView(item) | LargeListView(item), List(want)) => {
+            item.data_type() == want.data_type()
+                || same_but_encoding(item.data_type(), want.data_type())
+        }
+        _ => stored == model,
+    }
 }
 
 #[user_doc(
@@ -119,7 +164,8 @@ impl ScalarUDFImpl for Calibrate {
     }
 
     /// Numeric scores to Float64, everything else unchanged, so `return_type` reports a bad
-    /// call with this function's own message.
+    /// call with this function's own message. (A model stored with other encodings is cast
+    /// when it is read, [`stored_model_type`]: DataFusion's coercion casts no struct.)
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         Ok(crate::common::leading_numbers_as_f64(arg_types, 1))
     }
@@ -174,6 +220,10 @@ impl ScalarUDFImpl for Calibrate {
             ColumnarValue::Scalar(ScalarValue::Struct(a)) => Arc::clone(a) as ArrayRef,
             ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
             ColumnarValue::Array(a) => Arc::clone(a),
+        };
+        let model = match stored_model_type(model.data_type()) {
+            Some(model_type) => arrow::compute::cast(&model, &model_type)?,
+            None => model,
         };
         let structs = model.as_struct();
         let view = ModelRef::new(structs)?;
