@@ -23,7 +23,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  pytest numpy pyarrow pandas polars 'datafusion>=55,<56' 'psycopg[binary]==3.3.9' 'sqlalchemy>=2,<3'
+  pytest numpy pyarrow pandas polars 'datafusion>=55,<56' 'psycopg[binary]==3.3.9' 'sqlalchemy>=2,<3' 'deltalake==1.6.6'
 
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export CALIBSQL_BIN="$target/debug/calibsql"

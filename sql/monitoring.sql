@@ -5,8 +5,15 @@
 --     -c "SELECT day AS x, ece AS value, ece_lower AS lower, ece_upper AS upper, model AS series FROM monitoring" \
 --     -o drift.svg
 --
--- A daily job stores one partial state per day and model (here a table; in production
--- COPY daily TO 'states/day=….parquet' and read the folder back). The report never rescans the
+-- A daily job stores one partial state per day and model (here a table built from the whole
+-- log; in production a Delta table the job appends each day's rows to, one version a day,
+-- read back with --table daily=states:
+--   CREATE EXTERNAL TABLE daily (day INT, model VARCHAR, n BIGINT, ece_s BYTEA, rce_s BYTEA,
+--     ll_s BYTEA) STORED AS DELTA LOCATION 'states';
+--   INSERT INTO daily SELECT day, 'ctr', count(*), ece_state(p_model, click, 15, 'uniform'),
+--     field_rce_state(p_model, click, site_id), logloss_state(p_model, click)
+--   FROM today GROUP BY day;
+-- ). The report never rescans the
 -- logs: daily values and 7-day rolling values are merged from the states (the rolling ones by
 -- a sliding window that subtracts the day leaving it). The reference period is the first 7
 -- days (days 0–6: a log needs more days than that, and drift after them, to be flagged); a

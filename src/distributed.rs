@@ -422,7 +422,7 @@ pub async fn remote_context(url: &str, options: &ContextOptions) -> Result<Sessi
                      AWS_* environment instead"
                 .to_string(),
         }));
-    Ok(ctx.enable_url_table())
+    Ok(crate::delta::with_url_tables(ctx, |tables| tables))
 }
 
 /// Fails with one line when nothing answers at `address` (`host:port`).
@@ -486,7 +486,7 @@ impl AnalyzerRule for RefuseWhatCannotBeShipped {
                 _ => None,
             };
             if let Some((name, source)) = source {
-                refuse_memory_table(&name.to_string(), source)?;
+                refuse_table_held_here(&name.to_string(), source)?;
             }
             if cap != NONPARAMETRIC_EXACT_CAP {
                 for expr in node.expressions() {
@@ -503,7 +503,7 @@ impl AnalyzerRule for RefuseWhatCannotBeShipped {
     }
 }
 
-fn refuse_memory_table(name: &str, source: &Arc<dyn TableSource>) -> Result<()> {
+fn refuse_table_held_here(name: &str, source: &Arc<dyn TableSource>) -> Result<()> {
     let Ok(provider) = source_as_provider(source) else {
         return Ok(());
     };
@@ -512,6 +512,14 @@ fn refuse_memory_table(name: &str, source: &Arc<dyn TableSource>) -> Result<()> 
             "table {name} is held in this client's memory (CREATE TABLE … AS, VALUES or \
              registered batches) and cannot be shipped to the cluster; write it to a file \
              the executors can read (COPY … TO 'dir/t.parquet') and use that as a table"
+        );
+    }
+    if let Some(delta) = provider.downcast_ref::<crate::delta::DeltaTableProvider>() {
+        return plan_err!(
+            "table {name} is a Delta table ({}), which calibsql reads in this process only; \
+             run the query without --remote, or COPY the rows the query needs to Parquet the \
+             executors can read",
+            delta.location()
         );
     }
     Ok(())

@@ -7,6 +7,7 @@
 pub mod address;
 pub mod cancel;
 pub mod constant_join;
+pub mod delta;
 #[cfg(feature = "distributed")]
 pub mod distributed;
 pub mod docs;
@@ -18,6 +19,7 @@ pub mod plot;
 pub mod report;
 pub mod s3;
 pub mod settings;
+pub mod table_calls;
 pub mod tables;
 pub mod value_limits;
 
@@ -36,8 +38,9 @@ use datafusion::sql::sqlparser::dialect::dialect_from_str;
 pub use calibsql_udfs as udfs;
 pub use s3::{register_s3, S3Options};
 
-/// Registers every calibsql function (scalars and aggregates) on `ctx`, and the rule that
-/// applies calibsql's settings ([`settings`]) to its plans.
+/// Registers every calibsql function (scalars and aggregates) on `ctx`, the rule that
+/// applies calibsql's settings ([`settings`]) to its plans, and Delta tables' `delta_scan`
+/// and `STORED AS DELTA` ([`delta`]).
 pub fn register_all(ctx: &SessionContext) {
     ctx.add_analyzer_rule(Arc::new(settings::ApplySettings));
     for f in udfs::all_scalar_functions() {
@@ -46,6 +49,7 @@ pub fn register_all(ctx: &SessionContext) {
     for f in udfs::all_aggregate_functions() {
         ctx.register_udaf(f.as_ref().clone());
     }
+    delta::register_delta(ctx);
 }
 
 /// The session configuration calibsql uses: information_schema on (for `SHOW FUNCTIONS`)
@@ -130,7 +134,7 @@ pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features();
-    let ctx = constant_join::with_constant_joins(state).enable_url_table();
+    let ctx = delta::with_url_tables(constant_join::with_constant_joins(state), |tables| tables);
     register_all(&ctx);
     if let Some(limit) = options.memory_limit {
         value_limits::bound_value_functions(&ctx, limit);
@@ -161,13 +165,18 @@ pub fn parse_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<Statement
 
 /// What every parsed statement goes through before it is planned: refused if it nests too
 /// deep to plan safely ([`nesting::check`]), then its skipped named arguments filled in
-/// ([`named_args`]).
+/// ([`named_args`]), `delta_scan`'s named arguments made positional
+/// ([`delta::name_delta_scan_arguments`]) and each table function call named after its text
+/// ([`table_calls`]).
 pub fn prepare_statement(
     statement: &mut Statement,
     state: &datafusion::execution::session_state::SessionState,
 ) -> Result<()> {
     nesting::check(statement)?;
-    named_args::fill_skipped_arguments(statement, state)
+    named_args::fill_skipped_arguments(statement, state)?;
+    delta::name_delta_scan_arguments(statement)?;
+    table_calls::name_table_function_calls(statement);
+    Ok(())
 }
 
 /// Plans one parsed statement, after [`prepare_statement`]. DDL and `SET` run right here

@@ -212,6 +212,21 @@ pub async fn register_table(
     if name.trim().is_empty() {
         return plan_err!("table name for {location} is empty");
     }
+    // A directory with a transaction log is a Delta table (unless a file format is named):
+    // its files include deleted and replaced ones that only the log tells apart.
+    if format.is_none() && crate::delta::holds_delta_log(&ctx.state(), location).await? {
+        let table = crate::delta::DeltaTableProvider::open(
+            &ctx.state(),
+            location,
+            crate::delta::At::Latest,
+        )
+        .await?;
+        if ctx.table_exist(name)? {
+            return plan_err!("table '{name}' already exists");
+        }
+        ctx.register_table(name, Arc::new(table))?;
+        return Ok(());
+    }
     let resolved = resolve(&ctx.state(), location).await?;
     let (format, compression, suffix) = choose_format(location, &resolved, format)?;
 

@@ -477,6 +477,39 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
         &env,
     ));
     assert_same_csv(&local, &back);
+
+    // A Delta table is read by this process only: refused with one line, not shipped.
+    let delta = data.path().join("delta");
+    stdout_of(&calibsql(
+        &[
+            "-c",
+            &format!(
+                "CREATE EXTERNAL TABLE d (x BIGINT) STORED AS DELTA LOCATION '{}'",
+                delta.display()
+            ),
+            "-c",
+            "INSERT INTO d VALUES (1), (2)",
+        ],
+        &env,
+    ));
+    let refused = calibsql(
+        &[
+            "--remote",
+            &url,
+            "-t",
+            &format!("d={}", delta.display()),
+            "-c",
+            "SELECT count(*) FROM d",
+        ],
+        &env,
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is a Delta table") && stderr.contains("without --remote"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
 
 /// The longer query of the executor-loss tests and the directory it reads.

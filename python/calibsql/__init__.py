@@ -226,7 +226,9 @@ class Connection:
         """Makes ``data`` queryable as table ``name``.
 
         ``data`` is a location — a file, a directory (``key=value`` sub-directories become
-        partition columns), a glob (``logs/2026-11-*/*.parquet``) or an ``s3://`` URL —
+        partition columns), a Delta Lake table (a directory or ``s3://`` prefix holding
+        ``_delta_log/``, read through its log), a glob (``logs/2026-11-*/*.parquet``) or an
+        ``s3://`` URL —
         or a data frame: pandas, polars, a pyarrow Table or RecordBatchReader, or anything
         with ``__arrow_c_stream__``. A data frame is copied into the connection in Arrow
         form once (no Python rows are made); a location is read when queried.

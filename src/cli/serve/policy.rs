@@ -210,6 +210,12 @@ impl Policy {
         )))
     }
 
+    /// Refuses reading `location` unless it is under a prefix (for `delta_scan`, which reads a
+    /// table's log while it is planned).
+    pub fn check_read(&self, location: &str) -> Result<()> {
+        self.check_path("reading", location)
+    }
+
     fn check_writes(&self, what: &str) -> Result<()> {
         if self.allow_writes {
             return Ok(());
@@ -281,6 +287,9 @@ impl Policy {
     fn check_file_table(&self, what: &str, table: &Arc<dyn TableProvider>) -> Result<()> {
         if self.own_tables.contains(&address(table)) {
             return Ok(());
+        }
+        if let Some(delta) = table.downcast_ref::<calibsql::delta::DeltaTableProvider>() {
+            return self.check_path(what, delta.location());
         }
         let Some(listing) = table.downcast_ref::<ListingTable>() else {
             return Ok(());

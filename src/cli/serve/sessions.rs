@@ -14,12 +14,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::{
-    CatalogProvider, CatalogProviderList, DynamicFileCatalog, MemoryCatalogProvider,
-    MemoryCatalogProviderList, MemorySchemaProvider, SchemaProvider, TableProvider,
-    UrlTableFactory,
+    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
+    MemorySchemaProvider, SchemaProvider, TableProvider,
 };
 use datafusion::common::ScalarValue;
-use datafusion::datasource::dynamic_file::DynamicListTableFactory;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -104,18 +102,25 @@ impl Sessions {
         catalog.register_schema(SCHEMA, Arc::new(schema))?;
         let catalogs = MemoryCatalogProviderList::new();
         catalogs.register_catalog(DATABASE.to_string(), Arc::new(catalog));
-        let factory = Arc::new(DynamicListTableFactory::new(Default::default()));
-        let checked = Arc::new(PathCheckedUrlTables {
-            inner: Arc::clone(&factory) as Arc<dyn UrlTableFactory>,
-            policy: Arc::clone(&self.policy),
-        });
-        let catalogs: Arc<dyn CatalogProviderList> =
-            Arc::new(DynamicFileCatalog::new(Arc::new(catalogs), checked));
-        let state = SessionStateBuilder::new_from_existing(self.template.clone())
-            .with_catalog_list(catalogs)
+        let mut state = SessionStateBuilder::new_from_existing(self.template.clone())
+            .with_catalog_list(Arc::new(catalogs))
             .build();
-        let ctx = SessionContext::new_with_state(state);
-        factory.session_store().with_state(ctx.state_weak_ref());
+        // `delta_scan('PATH')` reads PATH's log while it is planned, before the plan's check.
+        let policy = Arc::clone(&self.policy);
+        state
+            .config_mut()
+            .set_extension(Arc::new(calibsql::delta::ReadableLocations(Arc::new(
+                move |location: &str| policy.check_read(location),
+            ))));
+        // Paths in FROM (Delta tables through their log), only under an --allow-path prefix.
+        let policy = Arc::clone(&self.policy);
+        let ctx =
+            calibsql::delta::with_url_tables(SessionContext::new_with_state(state), |tables| {
+                Arc::new(PathCheckedUrlTables {
+                    inner: tables,
+                    policy,
+                })
+            });
         // information_schema comes with the config; pg_catalog is what clients' catalog
         // queries (psql \d, JDBC getTables, BI tools) read.
         setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
