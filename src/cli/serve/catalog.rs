@@ -1,8 +1,17 @@
 //! What clients' catalog queries send that DataFusion does not plan as PostgreSQL does,
 //! rewritten in the statement before it is planned ([`postgres_functions`]).
 
+use std::ops::ControlFlow;
+
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions, visit_expressions_mut, BinaryOperator, CaseWhen, Expr, FunctionArg,
+    FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, Query, SelectItem, SetExpr,
+    TableFactor, Value,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser as SqlParser;
 
 /// What clients' catalog queries ask that DataFusion does not plan, rewritten:
 /// - `to_regtype(name)`, the oid of the type named (NULL for none), which psycopg's type
@@ -10,87 +19,192 @@ use datafusion::sql::sqlparser::ast::Statement;
 ///   `pg_catalog.pg_type`;
 /// - a correlated scalar subquery over `pg_catalog` tables only (SQLAlchemy's inspector reads
 ///   a column's default, identity and collation so), which DataFusion plans only when it
-///   aggregates, has its one value taken with `max`: such a subquery finds one row or none.
-///   Subqueries over users' tables are left alone (more than one row is an error there).
+///   aggregates and reads the outer row in its `WHERE` only: see [`adapt_catalog_subquery`].
+///   Subqueries over users' tables are left alone (more than one row is an error there);
+/// - `x LIKE pattern ESCAPE 'c'` with another escape character than the backslash (the one
+///   DataFusion knows; SQLAlchemy's `get_schema_names` escapes with `/`) becomes
+///   `x LIKE like_escape(pattern, 'c')`, PostgreSQL's function that rewrites a pattern to
+///   backslash escapes;
+/// - `generate_subscripts(array, dim)`, a set-returning function (SQLAlchemy numbers an
+///   index's columns with it next to `unnest(indkey)`), becomes the `unnest` of the
+///   subscripts `1..=cardinality(array)` (none when `dim` is not 1: calibsql's arrays have
+///   one dimension), which DataFusion zips with the other `unnest`s of the row as
+///   PostgreSQL does.
 pub fn postgres_functions(statement: &mut DFStatement) {
-    use datafusion::sql::sqlparser::ast::{
-        visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, SetExpr,
-    };
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser as SqlParser;
-    use std::ops::ControlFlow;
     let DFStatement::Statement(statement) = statement else {
         return;
     };
     let _ = visit_expressions_mut(statement.as_mut(), |expr| {
-        if let Expr::Subquery(query) = expr {
-            if let Some(outer) = adapt_catalog_subquery(query) {
-                // Conditions on the outer row alone: DataFusion does not decorrelate them
-                // inside the subquery, so they decide around it.
-                let subquery = std::mem::replace(
-                    expr,
-                    Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
-                );
-                *expr = Expr::Case {
-                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    operand: None,
-                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
-                        condition: outer,
-                        result: subquery,
-                    }],
-                    else_result: None,
-                };
-            }
-            return ControlFlow::Continue(());
-        }
-        let Expr::Function(f) = expr else {
-            return ControlFlow::<()>::Continue(());
-        };
-        let is_to_regtype = f
-            .name
-            .0
-            .last()
-            .and_then(|part| part.as_ident())
-            .is_some_and(|name| name.value.eq_ignore_ascii_case("to_regtype"));
-        let FunctionArguments::List(list) = &f.args else {
-            return ControlFlow::Continue(());
-        };
-        let [FunctionArg::Unnamed(FunctionArgExpr::Expr(name))] = list.args.as_slice() else {
-            return ControlFlow::Continue(());
-        };
-        if !is_to_regtype {
-            return ControlFlow::Continue(());
-        }
-        let Ok(mut parsed) = SqlParser::parse_sql(
-            &PostgreSqlDialect {},
-            "SELECT oid FROM pg_catalog.pg_type WHERE typname = NULL",
-        ) else {
-            return ControlFlow::Continue(());
-        };
-        if let Some(Statement::Query(mut query)) = parsed.pop() {
-            if let SetExpr::Select(select) = query.body.as_mut() {
-                if let Some(Expr::BinaryOp { right, .. }) = select.selection.as_mut() {
-                    **right = name.clone();
+        match expr {
+            Expr::Subquery(query) => {
+                if let Some(adapted) = adapt_catalog_subquery(query) {
+                    *expr = adapted;
                 }
             }
-            *expr = Expr::Subquery(query);
+            Expr::Like {
+                pattern,
+                escape_char,
+                ..
+            }
+            | Expr::ILike {
+                pattern,
+                escape_char,
+                ..
+            } => {
+                let Some(escape) = escape_char.take() else {
+                    return ControlFlow::<()>::Continue(());
+                };
+                if matches!(&escape.value, Value::SingleQuotedString(s) if s == "\\") {
+                    *escape_char = Some(escape);
+                } else {
+                    let original = std::mem::replace(pattern.as_mut(), Expr::value(Value::Null));
+                    **pattern = call("like_escape", vec![original, Expr::Value(escape)]);
+                }
+            }
+            Expr::Function(f) => {
+                let Some(name) = f.name.0.last().and_then(|part| part.as_ident()) else {
+                    return ControlFlow::Continue(());
+                };
+                let name = name.value.to_ascii_lowercase();
+                let FunctionArguments::List(list) = &f.args else {
+                    return ControlFlow::Continue(());
+                };
+                let args: Option<Vec<Expr>> = list
+                    .args
+                    .iter()
+                    .map(|arg| match arg {
+                        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let replaced = match (name.as_str(), args.as_deref()) {
+                    ("to_regtype", Some([type_name])) => template(
+                        "(SELECT oid FROM pg_catalog.pg_type WHERE typname = __name)",
+                        &[("__name", type_name)],
+                    ),
+                    ("generate_subscripts", Some([array, dimension])) => template(
+                        "unnest(generate_series(1, CASE WHEN __dimension = 1 \
+                         THEN CAST(cardinality(__array) AS BIGINT) ELSE 0 END))",
+                        &[("__array", array), ("__dimension", dimension)],
+                    ),
+                    _ => None,
+                };
+                if let Some(replaced) = replaced {
+                    *expr = replaced;
+                }
+            }
+            _ => {}
         }
         ControlFlow::Continue(())
     });
 }
 
-/// A scalar subquery that reads only `pg_catalog` (see [`postgres_functions`]): its one
-/// value wrapped in `max(…)`, and the conditions of its `WHERE` that read only the outer
-/// row's columns taken out and returned (ANDed), for the caller to test around it.
-fn adapt_catalog_subquery(
-    query: &mut datafusion::sql::sqlparser::ast::Query,
-) -> Option<datafusion::sql::sqlparser::ast::Expr> {
+/// `sql`, an expression, with its identifiers named in `values` replaced by those
+/// expressions.
+fn template(sql: &str, values: &[(&str, &Expr)]) -> Option<Expr> {
+    let mut expr = SqlParser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .ok()?
+        .parse_expr()
+        .ok()?;
+    let _ = visit_expressions_mut(&mut expr, |e| {
+        if let Expr::Identifier(ident) = e {
+            if let Some((_, value)) = values.iter().find(|(name, _)| *name == ident.value) {
+                *e = (*value).clone();
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    Some(expr)
+}
+
+/// `name(args…)`.
+fn call(name: &str, args: Vec<Expr>) -> Expr {
     use datafusion::sql::sqlparser::ast::{
-        BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-        FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr,
-        TableFactor,
+        Function, FunctionArgumentList, ObjectName, ObjectNamePart,
     };
+    Expr::Function(Function {
+        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+/// `CASE WHEN condition THEN result END`.
+fn case_when(condition: Expr, result: Expr) -> Expr {
+    Expr::Case {
+        case_token: AttachedToken::empty(),
+        end_token: AttachedToken::empty(),
+        operand: None,
+        conditions: vec![CaseWhen { condition, result }],
+        else_result: None,
+    }
+}
+
+fn and(a: Expr, b: Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    }
+}
+
+/// A column reference of a subquery: the subquery's own (qualified with one of `own`, its
+/// tables' names and aliases, or unqualified) or the outer row's.
+fn is_own_column(expr: &Expr, own: &[String]) -> Option<bool> {
+    match expr {
+        Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+            let qualifier = parts[parts.len() - 2].value.to_ascii_lowercase();
+            Some(own.contains(&qualifier))
+        }
+        Expr::Identifier(_) => Some(true),
+        _ => None,
+    }
+}
+
+/// The column references in `expr`: how many are the outer row's, and the subquery's own
+/// (each once, in order of appearance).
+fn column_references(expr: &Expr, own: &[String]) -> (usize, Vec<Expr>) {
+    let mut outer = 0;
+    let mut inner: Vec<Expr> = Vec::new();
+    let _ = visit_expressions(expr, |e| {
+        match is_own_column(e, own) {
+            Some(true) if !inner.contains(e) => inner.push(e.clone()),
+            Some(false) => outer += 1,
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    (outer, inner)
+}
+
+/// A scalar subquery that reads only `pg_catalog` tables (see [`postgres_functions`]), as
+/// DataFusion plans it, or `None` for any other subquery. Such a subquery finds one row or
+/// none, so:
+/// - its one value is taken with `max(…)` (DataFusion decorrelates a scalar subquery only
+///   when it aggregates);
+/// - the conditions of its `WHERE` that read only the outer row's columns (which DataFusion
+///   does not decorrelate inside it) are tested around it: `CASE WHEN outer THEN (…) END`;
+/// - a value that reads the outer row (SQLAlchemy's identity options put
+///   `attidentity = 'a'` in a `json_build_object` of the sequence's columns; DataFusion
+///   decorrelates a subquery's filter, not its projection) is computed around the
+///   subquery: each of the subquery's own columns it reads is fetched by a subquery of its
+///   own (`max(column)` under the same `WHERE`), and the value is NULL when the subquery
+///   finds no row (`count(*)` under the same `WHERE`).
+fn adapt_catalog_subquery(query: &Query) -> Option<Expr> {
+    let mut query = query.clone();
     let SetExpr::Select(select) = query.body.as_mut() else {
         return None;
     };
@@ -98,59 +212,41 @@ fn adapt_catalog_subquery(
     if grouped || select.projection.len() != 1 || select.from.is_empty() {
         return None;
     }
-    let catalog_only = select.from.iter().all(|from| {
-        std::iter::once(&from.relation)
-            .chain(from.joins.iter().map(|j| &j.relation))
-            .all(|relation| match relation {
-                TableFactor::Table { name, .. } => {
-                    name.0.len() == 2
-                        && name.0[0]
-                            .as_ident()
-                            .is_some_and(|schema| schema.value.eq_ignore_ascii_case("pg_catalog"))
-                }
-                _ => false,
-            })
+    let relations = || {
+        select.from.iter().flat_map(|from| {
+            std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        })
+    };
+    let catalog_only = relations().all(|relation| match relation {
+        TableFactor::Table { name, .. } => {
+            name.0.len() == 2
+                && name.0[0]
+                    .as_ident()
+                    .is_some_and(|schema| schema.value.eq_ignore_ascii_case("pg_catalog"))
+        }
+        _ => false,
     });
     if !catalog_only {
         return None;
     }
     // The names the subquery's own columns are qualified with: its tables' and aliases.
     let mut own: Vec<String> = Vec::new();
-    for from in &select.from {
-        for relation in
-            std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
-        {
-            if let TableFactor::Table { name, alias, .. } = relation {
-                if let Some(last) = name.0.last().and_then(|p| p.as_ident()) {
-                    own.push(last.value.to_ascii_lowercase());
-                }
-                if let Some(alias) = alias {
-                    own.push(alias.name.value.to_ascii_lowercase());
-                }
+    for relation in relations() {
+        if let TableFactor::Table { name, alias, .. } = relation {
+            if let Some(last) = name.0.last().and_then(|p| p.as_ident()) {
+                own.push(last.value.to_ascii_lowercase());
+            }
+            if let Some(alias) = alias {
+                own.push(alias.name.value.to_ascii_lowercase());
             }
         }
     }
-    let wrap = |value: Expr| {
-        Expr::Function(Function {
-            name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new("max"))]),
-            uses_odbc_syntax: false,
-            parameters: FunctionArguments::None,
-            args: FunctionArguments::List(FunctionArgumentList {
-                duplicate_treatment: None,
-                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value))],
-                clauses: vec![],
-            }),
-            filter: None,
-            null_treatment: None,
-            over: None,
-            within_group: vec![],
-        })
+    let value = match &select.projection[0] {
+        SelectItem::UnnamedExpr(value) | SelectItem::ExprWithAlias { expr: value, .. } => {
+            value.clone()
+        }
+        _ => return None,
     };
-    match &mut select.projection[0] {
-        SelectItem::UnnamedExpr(value) => *value = wrap(value.clone()),
-        SelectItem::ExprWithAlias { expr, .. } => *expr = wrap(expr.clone()),
-        _ => {}
-    }
     // Split the WHERE into its conjuncts; keep those that read the subquery's own columns.
     let mut conjuncts = Vec::new();
     let mut pending: Vec<Expr> = select.selection.take().into_iter().collect();
@@ -178,33 +274,39 @@ fn adapt_catalog_subquery(
             other => conjuncts.push(other),
         }
     }
-    let reads_outer_only = |e: &Expr| {
-        let mut outer = 0;
-        let mut inner = 0;
-        let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x| {
-            match x {
-                Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
-                    let qualifier = parts[parts.len() - 2].value.to_ascii_lowercase();
-                    if own.contains(&qualifier) {
-                        inner += 1;
-                    } else {
-                        outer += 1;
-                    }
-                }
-                Expr::Identifier(_) => inner += 1,
-                _ => {}
-            }
-            std::ops::ControlFlow::<()>::Continue(())
-        });
-        outer > 0 && inner == 0
-    };
-    let and = |a: Expr, b: Expr| Expr::BinaryOp {
-        left: Box::new(a),
-        op: BinaryOperator::And,
-        right: Box::new(b),
-    };
-    let (outer, kept): (Vec<Expr>, Vec<Expr>) =
-        conjuncts.into_iter().partition(|c| reads_outer_only(c));
+    let (outer, kept): (Vec<Expr>, Vec<Expr>) = conjuncts.into_iter().partition(|c| {
+        let (outer, inner) = column_references(c, &own);
+        outer > 0 && inner.is_empty()
+    });
     select.selection = kept.into_iter().reduce(and);
-    outer.into_iter().reduce(and)
+    // The subquery with `projection` as its one value.
+    let with_value = |projection: Expr| {
+        let mut one = query.clone();
+        if let SetExpr::Select(select) = one.body.as_mut() {
+            select.projection = vec![SelectItem::UnnamedExpr(projection)];
+        }
+        Expr::Subquery(Box::new(one))
+    };
+    let (reads_outer, inner) = column_references(&value, &own);
+    let adapted = if reads_outer == 0 {
+        with_value(call("max", vec![value]))
+    } else {
+        let found = Expr::BinaryOp {
+            left: Box::new(with_value(template("count(*)", &[])?)),
+            op: BinaryOperator::Gt,
+            right: Box::new(Expr::value(Value::Number("0".to_string(), false))),
+        };
+        let mut value = value;
+        let _ = visit_expressions_mut(&mut value, |e| {
+            if inner.contains(e) {
+                *e = with_value(call("max", vec![e.clone()]));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        case_when(found, value)
+    };
+    Some(match outer.into_iter().reduce(and) {
+        Some(condition) => case_when(condition, adapted),
+        None => adapted,
+    })
 }

@@ -335,7 +335,7 @@ impl ConnectionInner {
 
     /// Builds the session of a user who just logged in.
     fn open_session(&self) -> anyhow::Result<()> {
-        let ctx = Arc::new(self.server.sessions.connect()?);
+        let ctx = Arc::new(self.server.sessions.connect(self.server.read_only)?);
         let exec = Arc::new(Exec {
             server: Arc::clone(&self.server),
             control: Arc::clone(&self.control),
@@ -756,8 +756,8 @@ fn engine_setting(statement: &Statement) -> bool {
 }
 
 /// The value of a Postgres setting that clients ask for with `SHOW` and that
-/// datafusion-postgres answers wrongly or not at all (SQLAlchemy asks for
-/// `standard_conforming_strings`; psycopg and JDBC read the server's release): name and value.
+/// datafusion-postgres answers wrongly or not at all ([`super::sessions::postgres_setting`]):
+/// name and value.
 fn postgres_setting(statement: &Statement, read_only: bool) -> Option<(&'static str, String)> {
     let Statement::ShowVariable { variable } = statement else {
         return None;
@@ -767,33 +767,7 @@ fn postgres_setting(statement: &Statement, read_only: bool) -> Option<(&'static 
         .map(|part| part.value.to_ascii_lowercase())
         .collect::<Vec<_>>()
         .join(" ");
-    let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
-    Some(match name.as_str() {
-        "server_version" => (
-            "server_version",
-            format!(
-                "{} (calibsql {})",
-                super::sessions::POSTGRES_VERSION,
-                env!("CARGO_PKG_VERSION")
-            ),
-        ),
-        "server_version_num" => {
-            let (major, minor) = super::sessions::POSTGRES_VERSION
-                .split_once('.')
-                .unwrap_or((super::sessions::POSTGRES_VERSION, "0"));
-            let number =
-                major.parse::<u32>().unwrap_or(0) * 10_000 + minor.parse::<u32>().unwrap_or(0);
-            ("server_version_num", number.to_string())
-        }
-        "standard_conforming_strings" => ("standard_conforming_strings", on_off(true)),
-        "server_encoding" => ("server_encoding", "UTF8".to_string()),
-        "integer_datetimes" => ("integer_datetimes", on_off(true)),
-        "is_superuser" => ("is_superuser", on_off(false)),
-        "default_transaction_read_only" => ("default_transaction_read_only", on_off(read_only)),
-        "transaction_read_only" => ("transaction_read_only", on_off(read_only)),
-        "max_identifier_length" => ("max_identifier_length", "63".to_string()),
-        _ => return None,
-    })
+    super::sessions::postgres_setting(&name, read_only)
 }
 
 /// The command tag of a savepoint statement, and whether it rolls back to one. Statements
