@@ -310,3 +310,68 @@ fn adapt_catalog_subquery(query: &Query) -> Option<Expr> {
         None => adapted,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sql` as the server plans it, printed back.
+    fn rewritten(sql: &str) -> String {
+        let mut statements = SqlParser::parse_sql(&PostgreSqlDialect {}, sql).unwrap();
+        let mut statement = DFStatement::Statement(Box::new(statements.remove(0)));
+        postgres_functions(&mut statement);
+        statement.to_string()
+    }
+
+    #[test]
+    fn like_with_another_escape_reads_backslash_escapes() {
+        assert_eq!(
+            rewritten("SELECT n FROM s WHERE n NOT LIKE $1 || '%' ESCAPE '/'"),
+            "SELECT n FROM s WHERE n NOT LIKE like_escape($1 || '%', '/')"
+        );
+        assert_eq!(
+            rewritten("SELECT n FROM s WHERE n ILIKE 'a#_%' ESCAPE '#'"),
+            "SELECT n FROM s WHERE n ILIKE like_escape('a#_%', '#')"
+        );
+        // The backslash is DataFusion's own.
+        let backslash = "SELECT n FROM s WHERE n LIKE 'a\\_%' ESCAPE '\\'";
+        assert_eq!(rewritten(backslash), backslash);
+    }
+
+    #[test]
+    fn generate_subscripts_becomes_an_unnest() {
+        assert_eq!(
+            rewritten("SELECT unnest(i.indkey), generate_subscripts(i.indkey, 1) FROM i"),
+            "SELECT unnest(i.indkey), unnest(generate_series(1, CASE WHEN 1 = 1 THEN \
+             CAST(cardinality(i.indkey) AS BIGINT) ELSE 0 END)) FROM i"
+        );
+    }
+
+    #[test]
+    fn a_catalog_subquery_that_reads_the_outer_row_in_its_value() {
+        let sql = "SELECT CASE WHEN a.attidentity != '' THEN (SELECT json_build_object('always', \
+                   a.attidentity = 'a', 'start', s.seqstart) FROM pg_catalog.pg_sequence s \
+                   WHERE a.attidentity != '' AND s.seqrelid = a.attrelid) END \
+                   FROM pg_catalog.pg_attribute a";
+        assert_eq!(
+            rewritten(sql),
+            "SELECT CASE WHEN a.attidentity <> '' THEN CASE WHEN a.attidentity <> '' THEN \
+             CASE WHEN (SELECT count(*) FROM pg_catalog.pg_sequence s WHERE s.seqrelid = \
+             a.attrelid) > 0 THEN json_build_object('always', a.attidentity = 'a', 'start', \
+             (SELECT max(s.seqstart) FROM pg_catalog.pg_sequence s WHERE s.seqrelid = \
+             a.attrelid)) END END END FROM pg_catalog.pg_attribute a"
+        );
+        // One that reads the outer row in its WHERE only: its value under max().
+        assert_eq!(
+            rewritten(
+                "SELECT (SELECT t.typcollation FROM pg_catalog.pg_type t WHERE t.oid = a.atttypid) \
+                 FROM pg_catalog.pg_attribute a"
+            ),
+            "SELECT (SELECT max(t.typcollation) FROM pg_catalog.pg_type t WHERE t.oid = \
+             a.atttypid) FROM pg_catalog.pg_attribute a"
+        );
+        // A subquery over a user's table is left alone.
+        let users = "SELECT (SELECT x FROM public.t WHERE t.y = u.y) FROM u";
+        assert_eq!(rewritten(users), users);
+    }
+}

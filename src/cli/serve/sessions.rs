@@ -751,3 +751,30 @@ fn postgres_version() -> String {
         std::env::consts::OS
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{array_text, backslash_escaped};
+
+    #[test]
+    fn like_escape_writes_backslash_escapes() {
+        assert_eq!(backslash_escaped("pg/_%", Some('/')).unwrap(), "pg\\_%");
+        assert_eq!(backslash_escaped("a//b", Some('/')).unwrap(), "a\\/b");
+        // A backslash that is not the escape character is a literal one.
+        assert_eq!(backslash_escaped("a\\b", Some('/')).unwrap(), "a\\\\b");
+        assert_eq!(backslash_escaped("a\\_", None).unwrap(), "a\\\\_");
+        assert_eq!(
+            backslash_escaped("ab/", Some('/')).unwrap_err(),
+            "like_escape: argument pattern must not end with the escape character '/', got 'ab/'"
+        );
+    }
+
+    #[test]
+    fn catalog_arrays_are_read_from_their_text() {
+        assert_eq!(array_text("1 2"), Some(vec![1, 2]));
+        assert_eq!(array_text("[2, 20, 3]"), Some(vec![2, 20, 3]));
+        assert_eq!(array_text("{1,-3}"), Some(vec![1, -3]));
+        assert_eq!(array_text(""), Some(vec![]));
+        assert_eq!(array_text("1 x"), None);
+    }
+}
