@@ -16,7 +16,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::{ExprSchema, Result, ScalarValue};
+use datafusion::common::{DataFusionError, ExprSchema, Result, ScalarValue};
 use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::logical_expr::preimage::PreimageResult;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
@@ -28,6 +28,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use crate::errors::Plain;
+
+mod aggregates;
 
 /// How a function's result grows with its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,11 +68,31 @@ const BOUNDED: [(&str, Growth); 9] = [
 /// The part of the memory limit one batch of a function's result may take.
 pub const CEILING_DIVISOR: usize = 4;
 
+/// The most one batch of a function's result, or an aggregate's state
+/// ([`aggregates`]), may take under `memory_limit`: a quarter of it.
+fn ceiling(memory_limit: usize) -> usize {
+    (memory_limit / CEILING_DIVISOR).max(1)
+}
+
+/// The error of a function (`name`) that would take more than the ceiling under
+/// `memory_limit`: `what` says what and how much, `advice` is appended to the rule.
+fn refusal(name: &str, what: &str, memory_limit: usize, advice: &str) -> DataFusionError {
+    Plain::error(format!(
+        "{name}: {what}, more than the {} a function's result may take under --memory-limit {} \
+         (a quarter of it{advice}; docs/SEMANTICS.md, \"Memory limit\")",
+        size(ceiling(memory_limit) as f64),
+        size(memory_limit as f64),
+    ))
+}
+
 /// Replaces the built-in functions whose results grow with an argument's value by wrappers
 /// that refuse a batch whose result would take more than `memory_limit /`
-/// [`CEILING_DIVISOR`] bytes. Functions the session does not have are skipped.
+/// [`CEILING_DIVISOR`] bytes, and the aggregates whose state grows with their values
+/// (`string_agg`, `array_agg`) by wrappers that refuse to hold more ([`aggregates`]).
+/// Functions the session does not have are skipped.
 pub fn bound_value_functions(ctx: &SessionContext, memory_limit: usize) {
-    let ceiling = (memory_limit / CEILING_DIVISOR).max(1);
+    aggregates::bound_aggregates(ctx, memory_limit);
+    let ceiling = ceiling(memory_limit);
     for (name, growth) in BOUNDED {
         let Some(udf) = ctx.state().scalar_functions().get(name).cloned() else {
             continue;
@@ -347,15 +369,15 @@ impl Bounded {
         } else {
             String::new()
         };
-        Err(Plain::error(format!(
-            "{}: the result would take up to {} ({what}), more than the {} a function's \
-             result may take under --memory-limit {} (a quarter of it{smaller_batches}; \
-             docs/SEMANTICS.md, \"Memory limit\")",
+        Err(refusal(
             self.inner.name(),
-            size(estimate.bytes),
-            size(self.ceiling as f64),
-            size(self.memory_limit as f64),
-        )))
+            &format!(
+                "the result would take up to {} ({what})",
+                size(estimate.bytes)
+            ),
+            self.memory_limit,
+            &smaller_batches,
+        ))
     }
 }
 

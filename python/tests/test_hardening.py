@@ -7,6 +7,7 @@ the clients built on SQLAlchemy. The CLI's side of the same: tests/cli/hardening
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import calibsql
-from test_serve import SERVERS, STOP, connect, psycopg, serving
+from test_serve import SERVERS, STOP, cli_rows, connect, psycopg, same, serving
 
 #: A nested-loop join (no equality to hash) of 300,000 x 300,000 rows: minutes of work.
 NESTED_LOOP = (
@@ -86,6 +87,11 @@ CASES = [
     ("SELECT length(repeat('x', 2000000000)) AS n", "repeat: the result would take up to 1.9 GB"),
     ("SELECT length(lpad('a', 2000000000)) AS n", "lpad: the result would take up to 7.5 GB"),
     ("SELECT cardinality(array_repeat(1.5, 500000000)) AS n", "array_repeat: the result would take up to 3.7 GB"),
+    # 150 MB of values held by the aggregate's state, refused as they are added.
+    (
+        "SELECT length(string_agg(repeat('x', 1000), ',')) AS n FROM generate_series(1, 150000)",
+        "string_agg: its state would take",
+    ),
 ]
 
 
@@ -154,10 +160,74 @@ def engine(port: int):
     )
 
 
+#: A small table with NULLs and the scalar types calibsql's tables hold besides t's, written
+#: by pyarrow: columns, Arrow types, nullability and values.
+MIXED = [
+    ("id", "int64", False, [1, 2, 3]),
+    ("name", "string", True, ["a", None, "c"]),
+    ("ok", "bool", True, [True, None, False]),
+    ("day", "date32", True, ["2026-11-01", None, "2026-11-03"]),
+    ("at", "timestamp", True, ["2026-11-01T10:00:00", None, None]),
+    ("ratio", "float32", True, [1.5, None, 2.0]),
+    ("rank", "int16", False, [1, 2, 3]),
+]
+
+
+@pytest.fixture(scope="module")
+def reflected(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A server over t and a Parquet file `mixed` of MIXED's columns."""
+    pa = pytest.importorskip("pyarrow")
+    import datetime
+
+    import pyarrow.parquet as pq
+
+    types = {
+        "int64": pa.int64(), "string": pa.string(), "bool": pa.bool_(), "date32": pa.date32(),
+        "timestamp": pa.timestamp("us"), "float32": pa.float32(), "int16": pa.int16(),
+    }
+    parse = {
+        "date32": lambda v: datetime.date.fromisoformat(v),
+        "timestamp": lambda v: datetime.datetime.fromisoformat(v),
+    }
+    schema = pa.schema([pa.field(name, types[t], nullable=n) for name, t, n, _ in MIXED])
+    columns = {
+        name: [None if v is None else parse.get(t, lambda x: x)(v) for v in values]
+        for name, t, _, values in MIXED
+    }
+    work = tmp_path_factory.mktemp("reflected")
+    pq.write_table(pa.table(columns, schema=schema), work / "mixed.parquet")
+    with serving(binary, logs, work, "--table", f"mixed={work / 'mixed.parquet'}") as port:
+        yield port, work / "mixed.parquet"
+
+
+def sqlalchemy_types(path: Path) -> list[tuple[str, type, bool]]:
+    """What SQLAlchemy's inspector must find for the table in the Parquet file(s) at `path`,
+    derived from the files' own Arrow schema (read with pyarrow, not from calibsql): each
+    column's name, its nullability, and its type as SQLAlchemy's PostgreSQL dialect names the
+    PostgreSQL type the server gives that Arrow type on the wire (arrow-pg's mapping:
+    docs/serving.md, "Types"; an 8-bit integer is a smallint, PostgreSQL has no smaller)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from sqlalchemy.dialects import postgresql as pg
+
+    file = path if path.is_file() else sorted(path.glob("*.parquet"))[0]
+    by_type = [
+        (pa.types.is_int64, pg.BIGINT), (pa.types.is_int32, pg.INTEGER),
+        (pa.types.is_int16, pg.SMALLINT), (pa.types.is_int8, pg.SMALLINT),
+        (pa.types.is_float64, pg.DOUBLE_PRECISION), (pa.types.is_float32, pg.REAL),
+        (pa.types.is_string, pg.TEXT), (pa.types.is_large_string, pg.TEXT),
+        (pa.types.is_boolean, pg.BOOLEAN), (pa.types.is_date32, pg.DATE),
+        (pa.types.is_timestamp, pg.TIMESTAMP),
+    ]
+    expected = []
+    for field in pq.read_schema(file):
+        kind = next(k for test, k in by_type if test(field.type))
+        expected.append((field.name, kind, field.nullable))
+    return expected
+
+
 def test_sqlalchemy_and_pandas_over_an_engine(limited, binary, logs):
     pandas = pytest.importorskip("pandas")
-    from test_serve import cli_rows, same
-
     e = engine(limited)
     try:
         # The dialect parses the release from version() at connect.
@@ -175,11 +245,54 @@ def test_sqlalchemy_and_pandas_over_an_engine(limited, binary, logs):
             sqlalchemy.text("SELECT count(*) AS n FROM t WHERE p_model > :x"), e, params={"x": 0.5}
         )
         assert int(bound["n"][0]) == int(cli_rows(binary, logs, "SELECT count(*) FROM t WHERE p_model > 0.5")[0][0])
+    finally:
+        e.dispose()
+
+
+def test_sqlalchemys_inspector_and_read_sql_table(reflected, binary, logs):
+    """What SQLAlchemy 2's PostgreSQL inspector reads (Superset's and pandas' table browsers):
+    calibsql's tables have no keys, indexes, constraints, defaults or serial columns, so
+    those are empty, and the columns are the files' own."""
+    pandas = pytest.importorskip("pandas")
+    port, mixed = reflected
+    e = engine(port)
+    try:
         inspector = sqlalchemy.inspect(e)
-        assert inspector.get_table_names() == ["t"]
+        # Its schema query has a LIKE … ESCAPE '/' (not DataFusion's backslash).
+        assert inspector.get_schema_names() == ["public"]
+        assert sorted(inspector.get_table_names()) == ["mixed", "t"]
         assert inspector.has_table("t") and not inspector.has_table("nope")
         assert inspector.get_view_names() == []
-        assert inspector.get_foreign_keys("t") == []
-        assert inspector.get_check_constraints("t") == []
+        assert inspector.get_table_comment("t") == {"text": None}
+        for table, path in [("t", logs / "test"), ("mixed", mixed)]:
+            # The column query's identity and collation subqueries read the outer row.
+            columns = inspector.get_columns(table)
+            expected = sqlalchemy_types(path)
+            assert [c["name"] for c in columns] == [name for name, _, _ in expected]
+            for column, (name, kind, nullable) in zip(columns, expected):
+                assert type(column["type"]) is kind, (name, column["type"], kind)
+                assert column["nullable"] is nullable, name
+                assert column["default"] is None and column["autoincrement"] is False, column
+                assert "identity" not in column and "computed" not in column, column
+            # The key, index and constraint queries unnest pg_index.indkey.
+            assert inspector.get_pk_constraint(table) == {"name": None, "constrained_columns": []}
+            assert inspector.get_indexes(table) == []
+            assert inspector.get_unique_constraints(table) == []
+            assert inspector.get_foreign_keys(table) == []
+            assert inspector.get_check_constraints(table) == []
+        # pandas reflects the table (the queries above) and reads it all.
+        frame = pandas.read_sql_table("t", e)
+        assert list(frame.columns) == [name for name, _, _ in sqlalchemy_types(logs / "test")]
+        (n, total), = cli_rows(binary, logs, "SELECT count(*), sum(p_model) FROM t")
+        assert len(frame) == int(n)
+        assert math.isclose(float(frame["p_model"].sum()), float(total), rel_tol=1e-9)
+        frame = pandas.read_sql_table("mixed", e)
+        assert list(frame.columns) == [name for name, _, _, _ in MIXED]
+        for name, kind, _, values in MIXED:
+            got = [None if pandas.isna(v) else v for v in frame[name]]
+            if kind in ("date32", "timestamp"):
+                got = [None if v is None else pandas.Timestamp(v) for v in got]
+                values = [None if v is None else pandas.Timestamp(v) for v in values]
+            assert got == values, (name, got, values)
     finally:
         e.dispose()

@@ -6,6 +6,7 @@
 //! loaded stops the start), then a session of its own ([`sessions`]) whose statements the
 //! [`policy`] checks. Connections past `--max-connections` are answered "too many clients".
 
+mod catalog;
 mod connection;
 mod policy;
 mod scram;

@@ -9,22 +9,27 @@
 //! another, while all share the template's runtime: its memory pool (`--memory-limit` is
 //! the server's), disk manager and object stores.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
     MemorySchemaProvider, SchemaProvider, TableProvider,
 };
 use datafusion::common::ScalarValue;
+use datafusion::datasource::MemTable;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
 };
 use datafusion::prelude::SessionContext;
 use datafusion_postgres::datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
-use datafusion_postgres::datafusion_pg_catalog::pg_catalog::setup_pg_catalog;
+use datafusion_postgres::datafusion_pg_catalog::pg_catalog::{
+    setup_pg_catalog, PgCatalogStaticTables,
+};
 
 use super::policy::{PathCheckedUrlTables, Policy};
 
@@ -38,6 +43,9 @@ pub struct Sessions {
     template: SessionState,
     tables: Vec<(String, Arc<dyn TableProvider>)>,
     policy: Arc<Policy>,
+    /// The `pg_catalog` tables whose array columns are arrays here ([`typed_catalog_tables`]),
+    /// made once and shared (they never change).
+    catalog_tables: Arc<HashMap<String, Arc<dyn TableProvider>>>,
 }
 
 impl Sessions {
@@ -85,6 +93,7 @@ impl Sessions {
             template,
             tables: providers,
             policy: Arc::new(policy),
+            catalog_tables: Arc::new(typed_catalog_tables()?),
         })
     }
 
@@ -92,8 +101,9 @@ impl Sessions {
         &self.policy
     }
 
-    /// A new session for one connection.
-    pub fn connect(&self) -> anyhow::Result<SessionContext> {
+    /// A new session for one connection (`read_only`: clients may not write, what
+    /// `transaction_read_only` answers).
+    pub fn connect(&self, read_only: bool) -> anyhow::Result<SessionContext> {
         let schema = MemorySchemaProvider::new();
         for (name, table) in &self.tables {
             schema.register_table(name.clone(), Arc::clone(table))?;
@@ -125,12 +135,222 @@ impl Sessions {
         // queries (psql \d, JDBC getTables, BI tools) read.
         setup_pg_catalog(&ctx, DATABASE, EmptyContextProvider)
             .map_err(|e| anyhow::anyhow!("cannot set up pg_catalog: {e}"))?;
+        let catalog = ctx
+            .catalog(DATABASE)
+            .context("the session has no catalog")?;
+        let pg_catalog = catalog
+            .schema("pg_catalog")
+            .context("pg_catalog was not set up")?;
+        catalog.register_schema(
+            "pg_catalog",
+            Arc::new(TypedCatalog {
+                inner: pg_catalog,
+                tables: Arc::clone(&self.catalog_tables),
+            }),
+        )?;
         for stub in CatalogStub::all() {
             ctx.register_udf(ScalarUDF::new_from_impl(stub));
         }
         ctx.register_udf(ScalarUDF::new_from_impl(JsonBuildObject::new()));
+        ctx.register_udf(ScalarUDF::new_from_impl(LikeEscape::new()));
+        ctx.register_udf(ScalarUDF::new_from_impl(CurrentSetting::new(read_only)));
         Ok(ctx)
     }
+}
+
+/// The array columns of the `pg_catalog` tables that clients `unnest` (SQLAlchemy's
+/// inspector: an index's and a constraint's columns, `unnest(indkey)`), with their element
+/// type: `int2vector` and `int2[]` as 16-bit integers, `oidvector` and `oid[]` as oids
+/// (32-bit integers, as the other oid columns here). datafusion-postgres keeps them as
+/// their text (`1 2`, `[1, 2]`), which `unnest` refuses.
+const ARRAY_COLUMNS: [(&str, &[(&str, DataType)]); 2] = [
+    (
+        "pg_index",
+        &[
+            ("indkey", DataType::Int16),
+            ("indcollation", DataType::Int32),
+            ("indclass", DataType::Int32),
+            ("indoption", DataType::Int16),
+        ],
+    ),
+    (
+        "pg_constraint",
+        &[
+            ("conkey", DataType::Int16),
+            ("confkey", DataType::Int16),
+            ("conpfeqop", DataType::Int32),
+            ("conppeqop", DataType::Int32),
+            ("conffeqop", DataType::Int32),
+            ("conexclop", DataType::Int32),
+            ("confdelsetcols", DataType::Int16),
+        ],
+    ),
+];
+
+/// The integers of an array's text: `1 2` (an `int2vector`), `[1, 2]` or `{1,2}`.
+fn array_text(text: &str) -> Option<Vec<i64>> {
+    let inner = text.trim();
+    let inner = inner
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .or_else(|| inner.strip_prefix('{').and_then(|t| t.strip_suffix('}')))
+        .unwrap_or(inner);
+    inner
+        .split([',', ' '])
+        .filter(|part| !part.is_empty())
+        .map(|part| part.parse().ok())
+        .collect()
+}
+
+/// The tables of [`ARRAY_COLUMNS`], from datafusion-postgres' own, with those columns as
+/// lists of their element type.
+fn typed_catalog_tables() -> anyhow::Result<HashMap<String, Arc<dyn TableProvider>>> {
+    use datafusion::arrow::array::{ArrayRef, AsArray, Int64Builder, ListBuilder};
+    use datafusion::arrow::datatypes::Schema;
+    use datafusion::arrow::record_batch::RecordBatch;
+    let statics = PgCatalogStaticTables::try_new()
+        .map_err(|e| anyhow::anyhow!("cannot read pg_catalog's tables: {e}"))?;
+    let mut tables = HashMap::new();
+    for (name, columns) in ARRAY_COLUMNS {
+        let table = match name {
+            "pg_index" => &statics.pg_index,
+            _ => &statics.pg_constraint,
+        };
+        let schema = table.schema();
+        let typed = |field: &Field| {
+            columns
+                .iter()
+                .find(|(c, _)| c == field.name())
+                .map(|(_, element)| element)
+        };
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|field| match typed(field) {
+                Some(element) => Field::new_list(
+                    field.name(),
+                    Field::new_list_field(element.clone(), true),
+                    true,
+                ),
+                None => field.as_ref().clone(),
+            })
+            .collect();
+        let typed_schema = Arc::new(Schema::new(fields));
+        let mut batches = Vec::new();
+        for batch in table.data() {
+            let mut arrays: Vec<ArrayRef> = Vec::new();
+            for (i, field) in schema.fields().iter().enumerate() {
+                let column = batch.column(i);
+                if typed(field).is_none() {
+                    arrays.push(Arc::clone(column));
+                    continue;
+                }
+                let text = datafusion::arrow::compute::cast(column, &DataType::Utf8)?;
+                let mut list = ListBuilder::new(Int64Builder::new());
+                for value in text.as_string::<i32>() {
+                    match value {
+                        None => list.append_null(),
+                        Some(value) => {
+                            let numbers = array_text(value).with_context(|| {
+                                format!("pg_catalog.{name}.{}: not an array: {value}", field.name())
+                            })?;
+                            list.values().append_slice(&numbers);
+                            list.append(true);
+                        }
+                    }
+                }
+                let list: ArrayRef = Arc::new(list.finish());
+                arrays.push(datafusion::arrow::compute::cast(
+                    &list,
+                    typed_schema.field(i).data_type(),
+                )?);
+            }
+            batches.push(RecordBatch::try_new(Arc::clone(&typed_schema), arrays)?);
+        }
+        let memory = MemTable::try_new(typed_schema, vec![batches])?;
+        tables.insert(name.to_string(), Arc::new(memory) as Arc<dyn TableProvider>);
+    }
+    Ok(tables)
+}
+
+/// datafusion-postgres' `pg_catalog` with the tables of [`typed_catalog_tables`] in place
+/// of its own.
+#[derive(Debug)]
+struct TypedCatalog {
+    inner: Arc<dyn SchemaProvider>,
+    tables: Arc<HashMap<String, Arc<dyn TableProvider>>>,
+}
+
+#[async_trait::async_trait]
+impl SchemaProvider for TypedCatalog {
+    fn table_names(&self) -> Vec<String> {
+        self.inner.table_names()
+    }
+
+    async fn table(
+        &self,
+        name: &str,
+    ) -> datafusion::common::Result<Option<Arc<dyn TableProvider>>> {
+        let name = name.to_ascii_lowercase();
+        if let Some(table) = self.tables.get(&name) {
+            return Ok(Some(Arc::clone(table)));
+        }
+        let Some(table) = self.inner.table(&name).await? else {
+            return Ok(None);
+        };
+        let missing = missing_columns(&name);
+        if missing.is_empty() {
+            return Ok(Some(table));
+        }
+        with_null_columns(&name, table, missing).map(Some)
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.inner.table_exist(name)
+    }
+}
+
+/// Columns of PostgreSQL's `pg_catalog` tables that datafusion-postgres' lack and clients
+/// read, NULL in every row: `pg_class.reloptions` (a relation's storage options, none here;
+/// SQLAlchemy's `get_indexes` reads it).
+fn missing_columns(table: &str) -> Vec<Field> {
+    match table {
+        "pg_class" => vec![Field::new_list(
+            "reloptions",
+            Field::new_list_field(DataType::Utf8, true),
+            true,
+        )],
+        _ => vec![],
+    }
+}
+
+/// `table` with `columns` added, NULL in every row (a view of it).
+fn with_null_columns(
+    name: &str,
+    table: Arc<dyn TableProvider>,
+    columns: Vec<Field>,
+) -> datafusion::common::Result<Arc<dyn TableProvider>> {
+    use datafusion::logical_expr::{cast, col, lit, LogicalPlanBuilder};
+    let mut projection: Vec<datafusion::prelude::Expr> = table
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| col(datafusion::common::Column::new_unqualified(f.name())))
+        .collect();
+    for field in columns {
+        projection
+            .push(cast(lit(ScalarValue::Null), field.data_type().clone()).alias(field.name()));
+    }
+    let plan = LogicalPlanBuilder::scan(
+        name,
+        datafusion::datasource::provider_as_source(table),
+        None,
+    )?
+    .project(projection)?
+    .build()?;
+    Ok(Arc::new(datafusion::catalog::view::ViewTable::new(
+        plan, None,
+    )))
 }
 
 /// A Postgres function with one answer here: `version()` ([`postgres_version`]), and the
@@ -159,6 +379,16 @@ impl CatalogStub {
             },
             // The sequence behind a serial column: none.
             stub("pg_get_serial_sequence", 2, ScalarValue::Utf8(None)),
+            // The definition of an index, or of one of its columns: calibsql's tables have
+            // no index, and the catalog keeps no definition of PostgreSQL's own.
+            CatalogStub {
+                name: "pg_get_indexdef",
+                signature: Signature::one_of(
+                    vec![TypeSignature::Any(1), TypeSignature::Any(3)],
+                    Volatility::Stable,
+                ),
+                answer: ScalarValue::Utf8(None),
+            },
             // Whether a collation is on the search path: the default one is.
             stub(
                 "pg_collation_is_visible",
@@ -275,6 +505,240 @@ impl ScalarUDFImpl for JsonBuildObject {
     }
 }
 
+/// Postgres' `like_escape(pattern, escape)`: `pattern`, whose escape character is `escape`
+/// (one character, or none when empty), written with backslash escapes, the only ones
+/// DataFusion's `LIKE` reads. The server rewrites `LIKE p ESCAPE 'c'` to `LIKE
+/// like_escape(p, 'c')` (`super::catalog`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct LikeEscape {
+    signature: Signature,
+}
+
+impl LikeEscape {
+    fn new() -> Self {
+        LikeEscape {
+            signature: Signature::string(2, Volatility::Immutable),
+        }
+    }
+}
+
+/// `pattern` with backslash escapes, where `escape` (when given) was its escape character.
+fn backslash_escaped(pattern: &str, escape: Option<char>) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() + 2);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            match chars.next() {
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => {
+                    return Err(format!(
+                        "like_escape: argument pattern must not end with the escape character \
+                         '{c}', got '{pattern}'"
+                    ))
+                }
+            }
+        } else if c == '\\' {
+            // A literal backslash when it is not the escape character.
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+impl ScalarUDFImpl for LikeEscape {
+    fn name(&self) -> &str {
+        "like_escape"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use datafusion::arrow::array::{Array, AsArray, StringBuilder};
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?
+            .iter()
+            .map(|a| datafusion::arrow::compute::cast(a, &DataType::Utf8))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (patterns, escapes) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+        let mut out = StringBuilder::new();
+        for row in 0..args.number_rows {
+            if patterns.is_null(row) || escapes.is_null(row) {
+                out.append_null();
+                continue;
+            }
+            let escape_text = escapes.value(row);
+            let mut escape = escape_text.chars();
+            let escape = match (escape.next(), escape.next()) {
+                (first, None) => first,
+                _ => {
+                    return Err(calibsql::errors::Plain::error(format!(
+                        "like_escape: argument escape must be empty or one character, got \
+                         '{escape_text}'"
+                    )))
+                }
+            };
+            out.append_value(
+                backslash_escaped(patterns.value(row), escape)
+                    .map_err(calibsql::errors::Plain::error)?,
+            );
+        }
+        let array: datafusion::arrow::array::ArrayRef = Arc::new(out.finish());
+        Ok(
+            if args
+                .args
+                .iter()
+                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+            {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+            } else {
+                ColumnarValue::Array(array)
+            },
+        )
+    }
+}
+
+/// The value of a PostgreSQL setting that clients read (`SHOW name`, `current_setting(name)`)
+/// and datafusion-postgres answers wrongly or not at all: SQLAlchemy asks for
+/// `standard_conforming_strings` and `default_table_access_method`, psycopg and JDBC read the
+/// server's release. `name` in lower case; its canonical name and value.
+pub fn postgres_setting(name: &str, read_only: bool) -> Option<(&'static str, String)> {
+    let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
+    Some(match name {
+        "server_version" => (
+            "server_version",
+            format!(
+                "{POSTGRES_VERSION} (calibsql {})",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ),
+        "server_version_num" => {
+            let (major, minor) = POSTGRES_VERSION
+                .split_once('.')
+                .unwrap_or((POSTGRES_VERSION, "0"));
+            let number =
+                major.parse::<u32>().unwrap_or(0) * 10_000 + minor.parse::<u32>().unwrap_or(0);
+            ("server_version_num", number.to_string())
+        }
+        "standard_conforming_strings" => ("standard_conforming_strings", on_off(true)),
+        "server_encoding" => ("server_encoding", "UTF8".to_string()),
+        "integer_datetimes" => ("integer_datetimes", on_off(true)),
+        "is_superuser" => ("is_superuser", on_off(false)),
+        "default_transaction_read_only" => ("default_transaction_read_only", on_off(read_only)),
+        "transaction_read_only" => ("transaction_read_only", on_off(read_only)),
+        "max_identifier_length" => ("max_identifier_length", "63".to_string()),
+        // The access method of tables that name none (PostgreSQL's default): SQLAlchemy
+        // reports a table's own only when it differs.
+        "default_table_access_method" => ("default_table_access_method", "heap".to_string()),
+        _ => return None,
+    })
+}
+
+/// Postgres' `current_setting(name [, missing_ok])`: a setting of [`postgres_setting`], or
+/// of the session (`datafusion.…`, `calibsql.…`, as `SHOW` gives it); another name is an
+/// error, or NULL when `missing_ok` is true.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CurrentSetting {
+    signature: Signature,
+    read_only: bool,
+}
+
+impl CurrentSetting {
+    fn new(read_only: bool) -> Self {
+        CurrentSetting {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![DataType::Utf8]),
+                    TypeSignature::Exact(vec![DataType::Utf8, DataType::Boolean]),
+                ],
+                Volatility::Stable,
+            ),
+            read_only,
+        }
+    }
+}
+
+impl ScalarUDFImpl for CurrentSetting {
+    fn name(&self) -> &str {
+        "current_setting"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> datafusion::common::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::common::Result<ColumnarValue> {
+        use datafusion::arrow::array::{Array, AsArray, StringBuilder};
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let names = arrays[0].as_string::<i32>();
+        let missing_ok = arrays.get(1).map(|a| a.as_boolean().clone());
+        let session: HashMap<String, Option<String>> = args
+            .config_options
+            .entries()
+            .into_iter()
+            .map(|entry| (entry.key, entry.value))
+            .collect();
+        let mut out = StringBuilder::new();
+        for row in 0..args.number_rows {
+            if names.is_null(row) {
+                out.append_null();
+                continue;
+            }
+            let name = names.value(row).to_ascii_lowercase();
+            if let Some((_, value)) = postgres_setting(&name, self.read_only) {
+                out.append_value(value);
+                continue;
+            }
+            match session.get(&name) {
+                Some(value) => out.append_option(value.as_deref()),
+                None if missing_ok
+                    .as_ref()
+                    .is_some_and(|ok| ok.is_valid(row) && ok.value(row)) =>
+                {
+                    out.append_null()
+                }
+                None => {
+                    return Err(calibsql::errors::Plain::error(format!(
+                        "current_setting: unrecognized configuration parameter \"{}\"",
+                        names.value(row)
+                    )))
+                }
+            }
+        }
+        let array: datafusion::arrow::array::ArrayRef = Arc::new(out.finish());
+        Ok(
+            if args
+                .args
+                .iter()
+                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+            {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+            } else {
+                ColumnarValue::Array(array)
+            },
+        )
+    }
+}
+
 /// The PostgreSQL release whose protocol and catalog the server answers as: what
 /// `version()` and `server_version` report first, since clients read the release from
 /// them (SQLAlchemy's dialects parse `PostgreSQL <major>.<minor>` from `version()`).
@@ -291,4 +755,31 @@ fn postgres_version() -> String {
         std::env::consts::ARCH,
         std::env::consts::OS
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{array_text, backslash_escaped};
+
+    #[test]
+    fn like_escape_writes_backslash_escapes() {
+        assert_eq!(backslash_escaped("pg/_%", Some('/')).unwrap(), "pg\\_%");
+        assert_eq!(backslash_escaped("a//b", Some('/')).unwrap(), "a\\/b");
+        // A backslash that is not the escape character is a literal one.
+        assert_eq!(backslash_escaped("a\\b", Some('/')).unwrap(), "a\\\\b");
+        assert_eq!(backslash_escaped("a\\_", None).unwrap(), "a\\\\_");
+        assert_eq!(
+            backslash_escaped("ab/", Some('/')).unwrap_err(),
+            "like_escape: argument pattern must not end with the escape character '/', got 'ab/'"
+        );
+    }
+
+    #[test]
+    fn catalog_arrays_are_read_from_their_text() {
+        assert_eq!(array_text("1 2"), Some(vec![1, 2]));
+        assert_eq!(array_text("[2, 20, 3]"), Some(vec![2, 20, 3]));
+        assert_eq!(array_text("{1,-3}"), Some(vec![1, -3]));
+        assert_eq!(array_text(""), Some(vec![]));
+        assert_eq!(array_text("1 x"), None);
+    }
 }
