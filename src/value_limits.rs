@@ -88,7 +88,7 @@ fn refusal(name: &str, what: &str, memory_limit: usize, advice: &str) -> DataFus
 /// Replaces the built-in functions whose results grow with an argument's value by wrappers
 /// that refuse a batch whose result would take more than `memory_limit /`
 /// [`CEILING_DIVISOR`] bytes, and the aggregates whose state grows with their values
-/// (`string_agg`, `array_agg`) by wrappers that refuse to hold more ([`aggregates`]).
+/// (`string_agg`, `array_agg`) by wrappers that refuse to hold more (`aggregates`).
 /// Functions the session does not have are skipped.
 pub fn bound_value_functions(ctx: &SessionContext, memory_limit: usize) {
     aggregates::bound_aggregates(ctx, memory_limit);

@@ -165,7 +165,7 @@ impl ScalarUDFImpl for Calibrate {
 
     /// Numeric scores to Float64, everything else unchanged, so `return_type` reports a bad
     /// call with this function's own message. (A model stored with other encodings is cast
-    /// when it is read, [`stored_model_type`]: DataFusion's coercion casts no struct.)
+    /// when it is read, `stored_model_type`: DataFusion's coercion casts no struct.)
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         Ok(crate::common::leading_numbers_as_f64(arg_types, 1))
     }
