@@ -408,7 +408,7 @@ def test_16_concurrent_clients_each_get_their_own_answer(limited):
     assert_serving(limited)
 
 
-sqlalchemy = pytest.importorskip("sqlalchemy")
+import sqlalchemy  # noqa: E402  (python/run-tests.sh installs it: a missing one fails, never skips)
 
 
 def engine(port: int):
@@ -434,7 +434,7 @@ MIXED = [
 @pytest.fixture(scope="module")
 def reflected(binary: Path, logs: Path, tmp_path_factory: pytest.TempPathFactory):
     """A server over t and a Parquet file `mixed` of MIXED's columns."""
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     import datetime
 
     import pyarrow.parquet as pq
@@ -485,7 +485,7 @@ def sqlalchemy_types(path: Path) -> list[tuple[str, type, bool]]:
 
 
 def test_sqlalchemy_and_pandas_over_an_engine(limited, binary, logs):
-    pandas = pytest.importorskip("pandas")
+    import pandas
     e = engine(limited)
     try:
         # The dialect parses the release from version() at connect.
@@ -511,7 +511,7 @@ def test_sqlalchemys_inspector_and_read_sql_table(reflected, binary, logs):
     """What SQLAlchemy 2's PostgreSQL inspector reads (Superset's and pandas' table browsers):
     calibsql's tables have no keys, indexes, constraints, defaults or serial columns, so
     those are empty, and the columns are the files' own."""
-    pandas = pytest.importorskip("pandas")
+    import pandas
     port, mixed = reflected
     e = engine(port)
     try:

@@ -23,7 +23,7 @@ import pytest
 
 import children
 
-psycopg = pytest.importorskip("psycopg")
+import psycopg  # noqa: E402  (python/run-tests.sh installs it: a missing one fails, never skips)
 
 PASSWORD = "correct horse battery staple"
 #: Hang guard of the server's start, in seconds (about one here).
