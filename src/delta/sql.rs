@@ -112,10 +112,10 @@ fn scan_arguments(exprs: &[Expr]) -> Result<(String, At)> {
 
 /// Runs `future` to its end from synchronous code inside the runtime (a worker thread of a
 /// multi-threaded runtime is handed over for the wait), or on a thread of its own elsewhere.
-fn wait_for<F>(future: F) -> F::Output
+fn wait_for<T, F>(future: F) -> Result<T>
 where
-    F: Future + Send,
-    F::Output: Send,
+    F: Future<Output = Result<T>> + Send,
+    T: Send,
 {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
@@ -128,12 +128,20 @@ where
                     tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
-                        .map(|runtime| runtime.block_on(future))
+                        .map_err(|e| {
+                            plan_datafusion_err!(
+                                "cannot start a runtime to open a Delta table: {e}"
+                            )
+                        })?
+                        .block_on(future)
                 })
                 .join()
-        })
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        .unwrap_or_else(|e| panic!("cannot start a runtime to open a Delta table: {e}")),
+                .unwrap_or_else(|_| {
+                    Err(plan_datafusion_err!(
+                        "opening a Delta table failed unexpectedly (its thread panicked)"
+                    ))
+                })
+        }),
     }
 }
 
