@@ -15,19 +15,24 @@ use datafusion::sql::sqlparser::ast::{Ident, TableAlias, TableFactor, VisitMut, 
 
 /// Gives every table function call of `statement` without an alias its own text as alias.
 pub fn name_table_function_calls(statement: &mut Statement) {
-    let mut visitor = NameCalls;
-    let _ = match statement {
-        Statement::Statement(s) => s.visit(&mut visitor),
+    let _ = visit_queries(statement, &mut NameCalls);
+}
+
+/// Runs `visitor` over the SQL of `statement` that can name tables: the statement itself, a
+/// `COPY`'s query, an `EXPLAIN`'s statement.
+pub(crate) fn visit_queries<V: VisitorMut>(
+    statement: &mut Statement,
+    visitor: &mut V,
+) -> ControlFlow<V::Break> {
+    match statement {
+        Statement::Statement(s) => s.visit(visitor),
         Statement::CopyTo(copy) => match &mut copy.source {
-            CopyToSource::Query(q) => q.visit(&mut visitor),
+            CopyToSource::Query(q) => q.visit(visitor),
             CopyToSource::Relation(_) => ControlFlow::Continue(()),
         },
-        Statement::Explain(explain) => {
-            name_table_function_calls(&mut explain.statement);
-            ControlFlow::Continue(())
-        }
+        Statement::Explain(explain) => visit_queries(&mut explain.statement, visitor),
         _ => ControlFlow::Continue(()),
-    };
+    }
 }
 
 struct NameCalls;

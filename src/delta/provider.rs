@@ -160,7 +160,7 @@ fn as_calibsql_reads(schema: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-fn nested_as_calibsql_reads(t: &DataType) -> DataType {
+pub(super) fn nested_as_calibsql_reads(t: &DataType) -> DataType {
     match t {
         DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
         DataType::BinaryView | DataType::LargeBinary => DataType::Binary,

@@ -16,10 +16,8 @@ use datafusion::datasource::dynamic_file::DynamicListTableFactory;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{CreateExternalTable, Expr};
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::{CopyToSource, Statement};
-use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, FunctionArg, TableFactor, VisitMut, VisitorMut,
-};
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, FunctionArg, TableFactor, VisitorMut};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::StructType;
 use deltalake::DeltaTableBuilder;
@@ -150,15 +148,7 @@ where
 /// Unknown names, or both names at once, are refused here.
 pub fn name_delta_scan_arguments(statement: &mut Statement) -> Result<()> {
     let mut visitor = DeltaScanArguments(None);
-    let _ = match statement {
-        Statement::Statement(s) => s.visit(&mut visitor),
-        Statement::CopyTo(copy) => match &mut copy.source {
-            CopyToSource::Query(q) => q.visit(&mut visitor),
-            CopyToSource::Relation(_) => ControlFlow::Continue(()),
-        },
-        Statement::Explain(explain) => return name_delta_scan_arguments(&mut explain.statement),
-        _ => ControlFlow::Continue(()),
-    };
+    let _ = crate::table_calls::visit_queries(statement, &mut visitor);
     visitor.0.map_or(Ok(()), Err)
 }
 
@@ -349,14 +339,12 @@ async fn refuse_other_files(session: &dyn Session, location: &str) -> Result<()>
     Ok(())
 }
 
-/// A column type as a Delta table stores it: text however it is encoded, a partition
-/// column's dictionary as its values.
+/// A column type as a Delta table stores it: text and lists however they are encoded, a
+/// partition column's dictionary as its values.
 fn stored_as(t: &DataType) -> DataType {
     match t {
         DataType::Dictionary(_, values) => stored_as(values),
-        DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
-        DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
-        other => other.clone(),
+        other => super::provider::nested_as_calibsql_reads(other),
     }
 }
 
