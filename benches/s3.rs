@@ -54,7 +54,7 @@ fn main() {
 
     let (s3, disk) = runtime.block_on(async {
         let s3 = calibsql::new_context();
-        calibsql::register_s3(
+        calibsql::register_object_stores(
             &s3,
             S3Options {
                 endpoint: Some(endpoint.clone()),

@@ -52,7 +52,9 @@ use tokio::task::JoinHandle;
 
 pub use crate::address::DEFAULT_SCHEDULER_PORT;
 use crate::address::{parse_host_port, parse_remote_url};
-use crate::s3::{register_s3, runtime_with_s3, S3Options, TablesReadElsewhere};
+use crate::stores::{
+    register_object_stores, runtime_with_object_stores, S3Options, TablesReadElsewhere,
+};
 use crate::udfs::fit::NONPARAMETRIC_EXACT_CAP;
 use crate::ContextOptions;
 pub use ballista_core::BALLISTA_VERSION;
@@ -94,7 +96,7 @@ pub fn scheduler_session(config: SessionConfig, s3: &S3Options) -> Result<Sessio
     let state = ballista_core::utils::default_session_builder(config)?;
     let ctx = SessionContext::new_with_state(state);
     crate::register_all(&ctx);
-    register_s3(&ctx, s3.clone())?;
+    register_object_stores(&ctx, s3.clone())?;
     Ok(ctx.state())
 }
 
@@ -121,7 +123,7 @@ pub fn runtime_producer(s3: S3Options, work_dir: Option<PathBuf>) -> RuntimeProd
         if let Some(dir) = &work_dir {
             runtime = runtime.with_temp_file_path(dir);
         }
-        runtime_with_s3(&runtime.build_arc()?, s3.clone())
+        runtime_with_object_stores(&runtime.build_arc()?, s3.clone())
     })
 }
 
@@ -412,7 +414,7 @@ pub async fn remote_context(url: &str, options: &ContextOptions) -> Result<Sessi
         ctx.remove_optimizer_rule(rule);
     }
     ctx.add_analyzer_rule(Arc::new(RefuseWhatCannotBeShipped));
-    register_s3(&ctx, options.s3.clone())?;
+    register_object_stores(&ctx, options.s3.clone())?;
     ctx.state_ref()
         .write()
         .config_mut()

@@ -133,10 +133,10 @@ fn describe_datafusion(error: &DataFusionError) -> String {
     if let Some(plain) = find_plain(error) {
         return plain.to_string();
     }
-    // An S3 failure deep in a query says it all (endpoint, object, what to change), without
+    // An object store failure deep in a query says it all (endpoint, object, what to change), without
     // DataFusion's and object_store's wrapping ("Object Store error: Generic S3 error: …").
-    if let Some(s3) = crate::s3::find_error(error) {
-        return s3.to_string();
+    if let Some(explained) = crate::stores::find_error(error) {
+        return explained.to_string();
     }
     if let DataFusionError::ResourcesExhausted(_) = error.find_root() {
         let text = error.to_string();

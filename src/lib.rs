@@ -1,5 +1,5 @@
 //! calibsql: a DataFusion session with every calibration function registered,
-//! table registration for local paths and S3 (see [`s3`]), and the CLI's engine. What
+//! table registration for local paths and object stores (see [`stores`]), and the CLI's engine. What
 //! every statement goes through wherever it comes from: [`nesting`] (how deep it may be,
 //! the stacks that hold it), [`value_limits`] (functions bounded by the memory limit) and
 //! [`cancel`] (stopping it in its operators).
@@ -17,8 +17,8 @@ pub mod named_args;
 pub mod nesting;
 pub mod plot;
 pub mod report;
-pub mod s3;
 pub mod settings;
+pub mod stores;
 pub mod table_calls;
 pub mod tables;
 pub mod value_limits;
@@ -36,7 +36,7 @@ use datafusion::sql::parser::{DFParserBuilder, Statement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
 pub use calibsql_udfs as udfs;
-pub use s3::{register_s3, S3Options};
+pub use stores::{register_object_stores, S3Options};
 
 /// Registers every calibsql function (scalars and aggregates) on `ctx`, the rule that
 /// applies calibsql's settings ([`settings`]) to its plans, and Delta tables' `delta_scan`
@@ -76,8 +76,9 @@ pub fn new_context() -> SessionContext {
     new_context_with_config(default_config())
 }
 
-/// A new session with `config`, every calibsql function registered and `s3://` locations
-/// read with the credentials of the AWS environment (see [`register_s3`] to set others).
+/// A new session with `config`, every calibsql function registered and object store locations
+/// (`s3://`, `az://`, `abfss://`, `gs://`, `http(s)://`) read with the credentials of the
+/// environment and the AWS shared files (see [`register_object_stores`] to set others).
 pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
     let state = SessionStateBuilder::new()
         .with_config(with_calibsql_settings(config))
@@ -85,7 +86,8 @@ pub fn new_context_with_config(config: SessionConfig) -> SessionContext {
     let ctx = constant_join::with_constant_joins(state);
     register_all(&ctx);
     // Copies the runtime of a session just built: cannot fail.
-    register_s3(&ctx, S3Options::default()).expect("a new session accepts S3 support");
+    register_object_stores(&ctx, S3Options::default())
+        .expect("a new session accepts object store support");
     ctx
 }
 
@@ -139,7 +141,7 @@ pub fn build_context(options: &ContextOptions) -> Result<SessionContext> {
     if let Some(limit) = options.memory_limit {
         value_limits::bound_value_functions(&ctx, limit);
     }
-    register_s3(&ctx, options.s3.clone())?;
+    register_object_stores(&ctx, options.s3.clone())?;
     Ok(ctx)
 }
 

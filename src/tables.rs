@@ -5,9 +5,9 @@
 //! the file extension (for a directory: from the files in it) unless it is given.
 //!
 //! Every location string goes through `resolve`, the one place that knows about paths and
-//! URLs; each scheme (local paths, `file://`, `s3://`) is an arm there that returns the
-//! listing URLs and the file names to infer the format from; S3 listing itself is
-//! `crate::s3::list_location`.
+//! URLs; each scheme (local paths, `file://`, object stores) is an arm there that returns the
+//! listing URLs and the file names to infer the format from; object store listing itself is
+//! `crate::stores::list_location`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -171,8 +171,8 @@ struct Resolved {
     files: Vec<String>,
 }
 
-impl From<crate::s3::S3Listing> for Resolved {
-    fn from(listing: crate::s3::S3Listing) -> Self {
+impl From<crate::stores::StoreListing> for Resolved {
+    fn from(listing: crate::stores::StoreListing) -> Self {
         Resolved {
             urls: listing.urls,
             directory: listing.directory,
@@ -192,9 +192,11 @@ impl From<crate::s3::S3Listing> for Resolved {
 /// path segment each). Relative paths are resolved against the current directory and
 /// `file://` URLs are accepted.
 ///
-/// `s3://bucket/key` locations work the same way (an object, a prefix — with or without the
-/// trailing `/` — or a glob such as `s3://logs/2026-11-*/*.parquet`) on a session with S3
-/// support ([`crate::new_context`], [`crate::register_s3`]).
+/// Object store locations work the same way (an object, a prefix — with or without the
+/// trailing `/` — or a glob such as `s3://logs/2026-11-*/*.parquet`): `s3://`, `az://`,
+/// `abfss://container@account.dfs.core.windows.net/…`, `gs://`, and read-only `http(s)://`
+/// files, on a session with object store support ([`crate::new_context`],
+/// [`crate::register_object_stores`]).
 ///
 /// `format` overrides the format the file extensions imply; it is needed for files whose
 /// extension says nothing (e.g. `part-00000`). The schema is inferred now, from all matched
@@ -212,6 +214,8 @@ pub async fn register_table(
     if name.trim().is_empty() {
         return plan_err!("table name for {location} is empty");
     }
+    let location = crate::stores::canonical_location(location);
+    let location = location.as_ref();
     // A directory with a transaction log is a Delta table (unless a file format is named):
     // its files include deleted and replaced ones that only the log tells apart.
     if format.is_none() && crate::delta::holds_delta_log(&ctx.state(), location).await? {
@@ -287,12 +291,14 @@ async fn resolve(state: &SessionState, location: &str) -> Result<Resolved> {
                     .map_err(|()| plan_datafusion_err!("invalid file URL {location}"))?;
                 resolve_local(&path.to_string_lossy())
             }
-            "s3" => crate::s3::list_location(state, location)
-                .await
-                .map(Resolved::from),
+            _ if crate::stores::store_root(&url).is_some() => {
+                crate::stores::list_location(state, location)
+                    .await
+                    .map(Resolved::from)
+            }
             _ => not_impl_err!(
-                "unsupported location {location}: '{scheme}://' URLs are not supported \
-                 (local paths, file:// and s3:// URLs are)"
+                "unsupported location {location}: '{scheme}://' URLs are not supported (local \
+                 paths, file://, s3://, az://, abfss://, gs:// and http(s):// URLs are)"
             ),
         };
     }
@@ -544,7 +550,7 @@ async fn infer_schema(
     }
     match options.format.infer_schema(state, &store, &objects).await {
         Ok(schema) => Ok(schema),
-        Err(error) if crate::s3::find_error(&error).is_none() => {
+        Err(error) if crate::stores::find_error(&error).is_none() => {
             // Name the file that cannot be read (e.g. a text file called `x.parquet`).
             for object in &objects {
                 if let Err(single) = options
@@ -580,8 +586,8 @@ fn with_location(location: &str, error: DataFusionError) -> DataFusionError {
         }
         DataFusionError::Plan(message) => DataFusionError::Plan(format!("{location}: {message}")),
         // S3 explanations name the object and what to change.
-        other if crate::s3::find_error(&other).is_some() => {
-            let message = crate::s3::find_error(&other).map(|e| e.to_string());
+        other if crate::stores::find_error(&other).is_some() => {
+            let message = crate::stores::find_error(&other).map(|e| e.to_string());
             DataFusionError::Execution(message.unwrap_or_default())
         }
         other => DataFusionError::Execution(format!("cannot read {location}: {other}")),

@@ -267,7 +267,7 @@ fn library_reads_s3_like_local_files() {
 
         let config = calibsql::default_config().with_target_partitions(1);
         let s3 = calibsql::new_context_with_config(config.clone());
-        calibsql::register_s3(
+        calibsql::register_object_stores(
             &s3,
             S3Options {
                 endpoint: Some(server.endpoint.clone()),
@@ -585,7 +585,7 @@ fn options_debug_hides_the_secret() {
         !debug.contains(SECRET) && !debug.contains(WRONG_SECRET),
         "{debug}"
     );
-    let store = calibsql::s3::build_store(
+    let store = calibsql::stores::build_store(
         BUCKET,
         &S3Options {
             access_key_id: Some(KEY.into()),

@@ -122,8 +122,9 @@ fn datafusion_error(error: DataFusionError) -> PyErr {
     Error::new_err(calibsql::errors::datafusion_message(&error))
 }
 
-/// A calibsql session: every calibsql function, tables from paths, globs, `s3://` URLs and
-/// Arrow data, S3 credentials from the AWS environment.
+/// A calibsql session: every calibsql function, tables from paths, globs, object store URLs
+/// (`s3://`, `az://`, `abfss://`, `gs://`, `http(s)://`) and Arrow data, with the credentials of
+/// the environment and the AWS shared files.
 #[pyclass(module = "calibsql._calibsql", frozen)]
 struct Connection {
     ctx: SessionContext,
@@ -156,7 +157,8 @@ impl Connection {
         Ok(Connection { ctx })
     }
 
-    /// Registers a file, directory, glob or `s3://` location as table `name`.
+    /// Registers a file, directory, glob or object store location (`s3://`, `az://`, `gs://`,
+    /// `https://`, …) as table `name`.
     #[pyo3(signature = (name, location, format=None))]
     fn register_location(
         &self,

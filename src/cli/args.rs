@@ -654,7 +654,7 @@ fn parse_table_format(value: &str) -> Result<TableFormat, String> {
 }
 
 fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
-    calibsql::s3::parse_seconds(value)
+    calibsql::stores::parse_seconds(value)
 }
 
 /// A whole number ≥ 0.

@@ -4,9 +4,9 @@
 //! delta-rs (`deltalake`) does the Delta work: it reads the transaction log, skips files by the
 //! log's statistics and partition values, and commits with the log's optimistic concurrency. It
 //! is built on the same DataFusion, arrow, parquet and object_store as calibsql, and it reads
-//! through calibsql's own object stores (the session's registry: local files, and `s3://` with
-//! the `--s3-*` settings and `OPTIONS ('aws.…')`), so a Delta table on S3 is read with exactly
-//! the credentials a Parquet table there would be.
+//! through calibsql's own object stores (the session's registry: local files, `s3://` with the
+//! `--s3-*` settings and `OPTIONS ('aws.…')`, Azure and Google Cloud Storage), so a Delta table
+//! in a bucket is read with exactly the credentials a Parquet table there would be.
 //!
 //! Where Delta tables come in:
 //! - [`crate::tables::register_table`] (`--table NAME=PATH`, `calibsql.connect(tables=…)`,
@@ -82,10 +82,15 @@ pub fn register_delta(ctx: &SessionContext) {
     let _ = state.register_file_format(Arc::new(copy::DeltaFormatFactory), true);
 }
 
+/// The object store schemes a Delta table can live under (besides local paths): those whose
+/// stores can list and put-if-absent, which the log needs. HTTP cannot.
+const DELTA_SCHEMES: [&str; 7] = ["s3", "s3a", "az", "azure", "abfs", "abfss", "gs"];
+
 /// delta-rs commits through a "log store" chosen by URL scheme; it knows `file://` and
-/// `memory://` by itself. `s3://` tables use the default log store too, over calibsql's S3
-/// store: it commits with a conditional put (`If-None-Match: *`), which S3 and the
-/// S3-compatible stores calibsql supports honour, so two writers never both win a version.
+/// `memory://` by itself. Tables under [`DELTA_SCHEMES`] use the default log store too, over
+/// calibsql's stores: it commits with a conditional put (`If-None-Match: *` on S3, its
+/// equivalents on Azure and GCS), which these stores honour, so two writers never both win a
+/// version.
 fn register_log_stores() {
     static REGISTERED: Once = Once::new();
     REGISTERED.call_once(|| {
@@ -107,10 +112,12 @@ fn register_log_stores() {
                 ))
             }
         }
-        if let Ok(scheme) = Url::parse("s3://") {
-            logstore_factories()
-                .entry(scheme)
-                .or_insert_with(|| Arc::new(Default));
+        for scheme in DELTA_SCHEMES {
+            if let Ok(scheme) = Url::parse(&format!("{scheme}://")) {
+                logstore_factories()
+                    .entry(scheme)
+                    .or_insert_with(|| Arc::new(Default));
+            }
         }
     });
 }
@@ -132,9 +139,11 @@ pub(crate) fn check_safe_commits(location: &str) -> Result<()> {
     Ok(())
 }
 
-/// The URL of the table at `location` (a local path, `file://` or `s3://`), without a trailing
-/// slash, as delta-rs keys tables.
+/// The URL of the table at `location` (a local path, `file://`, or an object store URL of
+/// [`DELTA_SCHEMES`]), without a trailing slash, as delta-rs keys tables.
 fn table_url(location: &str) -> Result<Url> {
+    let location = crate::stores::canonical_location(location);
+    let location = location.as_ref();
     let url = match location.split_once("://") {
         Some(("file", _)) | None => {
             let path = match location.strip_prefix("file://") {
@@ -151,13 +160,13 @@ fn table_url(location: &str) -> Result<Url> {
             Url::from_directory_path(&absolute)
                 .map_err(|()| plan_datafusion_err!("cannot turn {location} into a URL"))?
         }
-        Some(("s3", _)) => {
+        Some((scheme, _)) if DELTA_SCHEMES.contains(&scheme) => {
             Url::parse(location).map_err(|e| plan_datafusion_err!("invalid URL {location}: {e}"))?
         }
         Some((scheme, _)) => {
             return Err(plan_datafusion_err!(
-                "Delta table {location}: '{scheme}://' locations are not supported \
-                 (local paths, file:// and s3:// are)"
+                "Delta table {location}: '{scheme}://' locations are not supported (local \
+                 paths, file://, s3://, az://, abfss:// and gs:// are)"
             ))
         }
     };
@@ -174,7 +183,7 @@ fn store_for(session: &dyn Session, url: &Url) -> Result<Arc<dyn ObjectStore>> {
 }
 
 /// Whether `location` holds a Delta table, i.e. a `_delta_log/` directory (local) or keys
-/// under `_delta_log/` (S3).
+/// under `_delta_log/` (object stores).
 pub async fn holds_delta_log(session: &dyn Session, location: &str) -> Result<bool> {
     match location.split_once("://") {
         None => Ok(Path::new(location).join("_delta_log").is_dir()),
@@ -182,7 +191,7 @@ pub async fn holds_delta_log(session: &dyn Session, location: &str) -> Result<bo
             .ok()
             .and_then(|url| url.to_file_path().ok())
             .is_some_and(|path| path.join("_delta_log").is_dir())),
-        Some(("s3", _)) => {
+        Some((scheme, _)) if DELTA_SCHEMES.contains(&scheme) => {
             // A glob is never a table root.
             if location.contains(['*', '?', '[']) {
                 return Ok(false);
@@ -196,7 +205,7 @@ pub async fn holds_delta_log(session: &dyn Session, location: &str) -> Result<bo
             match store.list(Some(&prefix)).next().await {
                 Some(Ok(_)) => Ok(true),
                 None => Ok(false),
-                Some(Err(e)) => Err(DataFusionError::ObjectStore(Box::new(e))),
+                Some(Err(e)) => Err(crate::stores::failure(location, e)),
             }
         }
         Some(_) => Ok(false),

@@ -76,9 +76,11 @@ fn address(table: &Arc<dyn TableProvider>) -> usize {
     Arc::as_ptr(table) as *const () as usize
 }
 
-/// Whether `location` is a URL with a scheme other than `file` (e.g. `s3://`).
+/// Whether `location` is a URL with a scheme other than `file` (e.g. `s3://`), in the
+/// canonical form the stores read it in (an Azure `https://` URL as `abfss://`), so that one
+/// location written two ways is one prefix.
 fn object_store_url(location: &str) -> Option<url::Url> {
-    let url = url::Url::parse(location).ok()?;
+    let url = url::Url::parse(&calibsql::stores::canonical_location(location)).ok()?;
     // A Windows drive letter parses as a one-letter scheme.
     (url.scheme() != "file" && url.scheme().len() > 1).then_some(url)
 }
@@ -362,6 +364,8 @@ mod tests {
             &[
                 allowed.display().to_string(),
                 "s3://bucket/data".to_string(),
+                "https://acme.blob.core.windows.net/logs/2026".to_string(),
+                "gs://exports/day/".to_string(),
             ],
         )
         .unwrap();
@@ -383,6 +387,13 @@ mod tests {
         assert!(!policy.path_allowed("s3://bucket/database/x.parquet"));
         assert!(!policy.path_allowed("s3://bucket/data/../other/x"));
         assert!(!policy.path_allowed("s3://other/data/x"));
+        // One Azure location written either way is one prefix.
+        assert!(policy.path_allowed("abfss://logs@acme.dfs.core.windows.net/2026/x.parquet"));
+        assert!(policy.path_allowed("https://acme.blob.core.windows.net/logs/2026/x.parquet"));
+        assert!(!policy.path_allowed("abfss://logs@acme.dfs.core.windows.net/2025/x.parquet"));
+        assert!(!policy.path_allowed("abfss://logs@other.dfs.core.windows.net/2026/x.parquet"));
+        assert!(policy.path_allowed("gs://exports/day/part-0.parquet"));
+        assert!(!policy.path_allowed("gs://exports/daylight/part-0.parquet"));
         assert!(Policy::new(false, &["/no/such/dir".to_string()]).is_err());
         assert!(!Policy::default().path_allowed(&a(&allowed.join("a.csv"))));
     }

@@ -1,9 +1,11 @@
-//! S3 settings: the options over the AWS environment, their parsing, and the error type.
+//! S3 settings (the options over the AWS environment, their parsing), the request timeouts and
+//! retries of every store, and the error type.
 
 use std::fmt;
 use std::time::Duration;
 
 use datafusion::common::{plan_datafusion_err, plan_err, Result};
+use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
 
 /// Timeout of one S3 request unless set otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -146,23 +148,50 @@ pub fn parse_seconds(value: &str) -> std::result::Result<Duration, String> {
     }
 }
 
-/// A failed S3 request, said in one line with what to change. Never contains a secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Error(pub String);
+/// The client settings of a store whose requests time out after `timeout`: that request
+/// timeout, and a connect timeout of at most [`CONNECT_TIMEOUT`].
+pub(super) fn client_timeouts(timeout: Duration) -> [(ClientConfigKey, String); 2] {
+    let milliseconds = |d: Duration| format!("{}ms", d.as_millis().max(1));
+    [
+        (ClientConfigKey::Timeout, milliseconds(timeout)),
+        (
+            ClientConfigKey::ConnectTimeout,
+            milliseconds(timeout.min(CONNECT_TIMEOUT)),
+        ),
+    ]
+}
 
-impl fmt::Display for S3Error {
+/// Retries of failed requests with back-offs from 0.1 s doubling up to [`MAX_BACKOFF`],
+/// bounded as a whole so a dead endpoint fails in about `retries + 1` timeouts at most.
+pub(super) fn retry_config(timeout: Duration, retries: usize) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: MAX_BACKOFF,
+            base: 2.0,
+        },
+        max_retries: retries,
+        retry_timeout: (timeout + MAX_BACKOFF) * (retries as u32 + 1),
+    }
+}
+
+/// A failed object store request, said in one line with what to change. Never contains a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for S3Error {}
+impl std::error::Error for StoreError {}
 
-/// The [`S3Error`] behind `error`, if any of its causes is one.
-pub fn find_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a S3Error> {
+/// The [`StoreError`] behind `error`, if any of its causes is one.
+pub fn find_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a StoreError> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = cause {
-        if let Some(found) = current.downcast_ref::<S3Error>() {
+        if let Some(found) = current.downcast_ref::<StoreError>() {
             return Some(found);
         }
         cause = current.source();

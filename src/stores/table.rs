@@ -1,4 +1,5 @@
-//! `CREATE EXTERNAL TABLE … OPTIONS ('aws.…' …)`: the options configure the location's bucket.
+//! `CREATE EXTERNAL TABLE` on object store locations: `OPTIONS ('aws.…' …)` configure the
+//! location's bucket, and Azure `https://` locations are read in their `abfss://` form.
 
 use std::sync::Arc;
 
@@ -8,19 +9,22 @@ use datafusion::common::{plan_err, DataFusionError, Result};
 use datafusion::logical_expr::CreateExternalTable;
 use url::Url;
 
-use super::{bucket_of, build_store, S3Options, S3Registry, TablesReadElsewhere};
+use super::{
+    bucket_of, build_store, canonical_location, S3Options, StoreRegistry, TablesReadElsewhere,
+};
 
 /// Wraps a `CREATE EXTERNAL TABLE` factory: `OPTIONS ('aws.…' …)` configure the bucket of an
 /// `s3://` location (over the session's S3 options), are taken out of the options the file
-/// format sees, and secrets are masked in the stored table definition.
+/// format sees, and secrets are masked in the stored table definition. Locations are passed on
+/// in their canonical form (`super::canonical_location`).
 #[derive(Debug)]
-pub(super) struct S3TableFactory {
+pub(super) struct StoreTableFactory {
     pub(super) inner: Arc<dyn TableProviderFactory>,
-    pub(super) registry: Arc<S3Registry>,
+    pub(super) registry: Arc<StoreRegistry>,
 }
 
 #[async_trait]
-impl TableProviderFactory for S3TableFactory {
+impl TableProviderFactory for StoreTableFactory {
     async fn create(
         &self,
         state: &dyn Session,
@@ -31,8 +35,18 @@ impl TableProviderFactory for S3TableFactory {
             .iter()
             .filter(|(key, _)| key.starts_with("aws."))
             .collect();
+        let canonical: Vec<String> = cmd
+            .locations
+            .iter()
+            .map(|location| canonical_location(location).into_owned())
+            .collect();
         if aws.is_empty() {
-            return self.inner.create(state, cmd).await;
+            if canonical == cmd.locations {
+                return self.inner.create(state, cmd).await;
+            }
+            let mut cmd = cmd.clone();
+            cmd.locations = canonical;
+            return self.inner.create(state, &cmd).await;
         }
         if let Some(elsewhere) = state.config().get_extension::<TablesReadElsewhere>() {
             let keys: Vec<&str> = aws.iter().map(|(key, _)| key.as_str()).collect();
@@ -64,7 +78,7 @@ impl TableProviderFactory for S3TableFactory {
         for bucket in &buckets {
             let store = build_store(bucket, &options)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            self.registry.insert(bucket, store, true);
+            self.registry.insert(&format!("s3://{bucket}"), store, true);
         }
 
         let mut cmd = cmd.clone();
