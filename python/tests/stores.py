@@ -232,7 +232,12 @@ class MotoServer(Server):
     (`role_arn`) anyone may assume. From then on a request signed with an unknown key id gets
     403 InvalidAccessKeyId and one with a wrong secret 403 SignatureDoesNotMatch; keys from
     STS AssumeRole (`assume_role()`) are accepted by S3. Region us-east-1, account
-    123456789012."""
+    123456789012.
+
+    Limits of moto 5.2.5 here: it does not reject expired session credentials (a refresh test
+    must count credential fetches, see `write_aws_files`); with signatures checked, an unsigned
+    AssumeRoleWithWebIdentity (how every web-identity client sends it) gets a 500 (KeyError
+    'HTTP_AUTHORIZATION'); it answers it on a moto started without INITIAL_NO_AUTH_ACTION_COUNT."""
 
     name = "moto"
     region = "us-east-1"
@@ -313,24 +318,40 @@ class MotoServer(Server):
 
     def write_aws_files(self, directory: Path) -> dict[str, str]:
         """A shared config + credentials file pair with the profiles the credential-chain tests
-        need, and the variables that point at them: `default` (the static key), `assumed`
-        (role_arn + source_profile = default), `process` (credential_process printing the static
-        key), `wrong` (a wrong secret)."""
+        need, and the variables that point at them:
+
+        - `default`: the user's static key (credentials file);
+        - `assumed`: `role_arn` + `source_profile = default` (AssumeRole at moto's STS);
+        - `process`: `credential_process` printing the static key, no expiry;
+        - `expiring`: `credential_process` printing the static key with an `Expiration` 2 s
+          ahead, so a client must run it again for a later request. moto does not reject
+          expired session credentials, so a refresh test counts the runs instead: each run of
+          either process profile appends a line to `directory/credential-process.calls`;
+        - `wrong`: the user's key id with a wrong secret (403 SignatureDoesNotMatch).
+
+        Every profile has `region` and `endpoint_url` (moto) in the config file."""
         directory.mkdir(parents=True, exist_ok=True)
-        process_out = json.dumps(
-            {
-                "Version": 1,
-                "AccessKeyId": self.access_key_id,
-                "SecretAccessKey": self.secret_access_key,
-            }
-        )
         script = directory / "credential-process.py"
-        script.write_text(f"print({process_out!r})\n")
+        calls = directory / "credential-process.calls"
+        script.write_text(
+            "import datetime, json, sys\n"
+            f"with open({str(calls)!r}, 'a') as f:\n"
+            "    f.write(' '.join(sys.argv[1:]) + '\\n')\n"
+            f"out = {{'Version': 1, 'AccessKeyId': {self.access_key_id!r}, "
+            f"'SecretAccessKey': {self.secret_access_key!r}}}\n"
+            "if '--ttl' in sys.argv:\n"
+            "    ttl = float(sys.argv[sys.argv.index('--ttl') + 1])\n"
+            "    at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=ttl)\n"
+            "    out['Expiration'] = at.strftime('%Y-%m-%dT%H:%M:%SZ')\n"
+            "print(json.dumps(out))\n"
+        )
         common = f"region = {self.region}\nendpoint_url = {self.origin}\n"
+        process = f"credential_process = {sys.executable} {script}"
         (directory / "config").write_text(
             f"[default]\n{common}"
             f"[profile assumed]\n{common}role_arn = {self.role_arn}\nsource_profile = default\n"
-            f"[profile process]\n{common}credential_process = {sys.executable} {script}\n"
+            f"[profile process]\n{common}{process}\n"
+            f"[profile expiring]\n{common}{process} --ttl 2\n"
             f"[profile wrong]\n{common}"
         )
         (directory / "credentials").write_text(
@@ -537,7 +558,8 @@ class HttpServer(Server):
     (default): rangehttpserver's RangeHTTPServer, which answers Range requests with 206 (but
     400 for a suffix range `bytes=-N`); `ranges=False`: plain `python -m http.server`, which
     ignores Range (200 with the whole file: object_store's ranged get then fails). Neither lists
-    (no PROPFIND) nor takes writes. Table URL: `<origin>/data/part-0.parquet`."""
+    (no PROPFIND) nor takes writes. Table URL: `<origin>/data/part-0.parquet`; object_store's
+    HttpBuilder needs `allow_http = true` for it (else every request fails "builder error")."""
 
     name = "http"
 

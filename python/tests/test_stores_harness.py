@@ -8,6 +8,7 @@ import io
 import json
 import os
 import socket
+import time
 import urllib.parse
 import urllib.request
 
@@ -113,13 +114,21 @@ def test_moto_aws_files(moto_server, tmp_path, monkeypatch):
     key, size = fixture_keys()[2], len(FIXTURE.parts["part-2.parquet"])
     # botocore reads the same files: each profile resolves (assumed: through moto's STS, at the
     # profile's endpoint_url), and the wrong one is refused.
-    for profile in ["default", "assumed", "process", "wrong"]:
-        s3 = boto3.Session(profile_name=profile).client("s3")
+    clients = {}
+    for profile in ["default", "assumed", "process", "expiring", "wrong"]:
+        s3 = clients[profile] = boto3.Session(profile_name=profile).client("s3")
         if profile == "wrong":
             with pytest.raises(ClientError, match="403"):  # HEAD: no body, no code
                 s3.head_object(Bucket=BUCKET, Key=key)
         else:
             assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] == size, profile
+    calls = tmp_path / "aws/credential-process.calls"
+    assert calls.read_text().splitlines().count("") == 1  # `process`: no expiry, run once
+    # `expiring`: its credentials expire 2 s after each run, so a later request runs it again.
+    before = calls.read_text().splitlines().count("--ttl 2")
+    time.sleep(2.5)
+    clients["expiring"].head_object(Bucket=BUCKET, Key=key)
+    assert calls.read_text().splitlines().count("--ttl 2") > before
 
 
 def test_azurite(azurite_server):
