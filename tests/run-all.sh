@@ -31,14 +31,17 @@ fi
 # What the `calibsql serve` tests drive (tests/serve/): psql, openssl (a test certificate),
 # a JDK and pgjdbc (a Java client compiled by the test). psycopg goes into the Python tests'
 # venv (python/run-tests.sh). Chromium opens the calibration report in
-# python/tests/test_report.py (headless, over the DevTools protocol). Installed only when
-# missing, so a re-run is quick.
+# python/tests/test_report.py (headless, over the DevTools protocol). Node.js and npm install
+# Azurite, the Azure Blob emulator of the object-store tests (python/run-tests.sh). Installed
+# only when missing, so a re-run is quick.
 missing=()
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== apt: ${missing[*]}"
   sudo=()

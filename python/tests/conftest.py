@@ -15,6 +15,10 @@ import pytest
 
 import children
 
+# The object-store servers' session fixtures (moto_server, azurite_server, gcs_server,
+# http_server, plain_http_server).
+pytest_plugins = ["stores"]
+
 REPO = Path(__file__).resolve().parents[2]
 
 
