@@ -160,9 +160,15 @@ pub(crate) fn failure(location: &str, error: object_store::Error) -> DataFusionE
         return DataFusionError::Execution(explained.to_string());
     }
     if location.starts_with("http://") || location.starts_with("https://") {
+        // The server's answer, without the error page it came with.
+        let text = error.to_string();
+        let answer = text
+            .split_once("status code: ")
+            .map(|(_, rest)| rest.split(':').next().unwrap_or(rest).trim().to_string())
+            .unwrap_or(text);
         return DataFusionError::Execution(format!(
-            "cannot list {location}: an HTTP location is one file (a prefix or a glob can be \
-             listed only where the server speaks WebDAV): {error}"
+            "cannot list {location}: an HTTP location is one file; a prefix or a glob can be \
+             listed only where the server speaks WebDAV (it answered: {answer})"
         ));
     }
     DataFusionError::Execution(format!("cannot read {location}: {error}"))
