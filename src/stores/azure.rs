@@ -70,10 +70,7 @@ pub(super) fn build_store(root: &str) -> Result<Arc<dyn ObjectStore>, StoreError
          unset it and give credentials"
             .to_string()
     } else {
-        match CREDENTIALS
-            .iter()
-            .find(|(keys, _)| keys.iter().all(&set))
-        {
+        match CREDENTIALS.iter().find(|(keys, _)| keys.iter().all(&set)) {
             Some((_, said)) => format!("{said}; or {OTHER_CREDENTIALS}"),
             None => format!(
                 "no credential is set, so managed identity was asked (the instance metadata \

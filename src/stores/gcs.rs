@@ -43,10 +43,7 @@ pub(super) fn build_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, StoreErr
     } else if let Some(path) = adc_file {
         format!("gcloud's application-default credentials ({path}) are refused or lack permission; run gcloud auth application-default login again")
     } else {
-        format!(
-            "no credential is set, so the metadata server was asked (a 1 s connect timeout); \
-             {OTHER_CREDENTIALS}"
-        )
+        "no credential is set, so the metadata server was asked (a 1 s connect timeout)".to_string()
     };
     let endpoint = setting(GoogleConfigKey::BaseUrl)
         .unwrap_or_else(|| "https://storage.googleapis.com".to_string());
@@ -66,9 +63,7 @@ pub(super) fn build_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, StoreErr
             timeout_settings: "the timeout (30 s)",
             timeout,
             retries,
-            credentials: Arc::new(RwLock::new(format!(
-                "{credentials}; or {OTHER_CREDENTIALS}"
-            ))),
+            credentials: Arc::new(RwLock::new(format!("{credentials}; {OTHER_CREDENTIALS}"))),
             read_only: false,
         },
     )))

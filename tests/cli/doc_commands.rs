@@ -74,8 +74,20 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
     ),
     (
         "docs/tables.md",
-        "export AWS_ACCESS_KEY_ID=",
-        "an S3 bucket and credentials (tests/s3.rs runs the same flags against a local S3 server)",
+        "# a named profile, as the AWS CLI uses it",
+        "an S3 bucket and an AWS profile (tests/s3.rs and python/tests/test_object_stores.py run \
+         the same flags, profiles and keys against local S3 servers)",
+    ),
+    (
+        "docs/tables.md",
+        "AZURE_STORAGE_ACCOUNT_NAME=acme",
+        "an Azure account (python/tests/test_object_stores.py runs these settings against Azurite)",
+    ),
+    (
+        "docs/tables.md",
+        "GOOGLE_APPLICATION_CREDENTIALS=~/keys/calibration.json",
+        "a GCS bucket and a service account (python/tests/test_object_stores.py reads gs:// \
+         from fake-gcs-server)",
     ),
     (
         "docs/tables.md",

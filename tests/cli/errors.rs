@@ -103,9 +103,9 @@ fn ambiguous_or_unsupported_locations_fail_with_advice() {
         .success()
         .stdout("n\n2\n");
     assert_fails_with(
-        calibsql(dir.path()).args(["-t", "h=gs://bucket/x.parquet", "-c", "SELECT 1"]),
+        calibsql(dir.path()).args(["-t", "h=hdfs://namenode/x.parquet", "-c", "SELECT 1"]),
         1,
-        "'gs://' URLs are not supported",
+        "'hdfs://' URLs are not supported",
     );
 }
 
