@@ -166,6 +166,7 @@ def test_time_travel_by_version_and_by_timestamp(binary, events):
         ("delta_scan('{path}', timestamp => '2001-01-01T00:00:00Z')", "has no version as old as"),
         ("delta_scan('{path}', timestamp => 'yesterday')", "is not an RFC 3339 time"),
         ("delta_scan('{path}', version => -1)", "version must be a version number"),
+        ("delta_scan('{path}', version => NULL)", "version or timestamp is NULL"),
         ("delta_scan('{path}', version => 1, timestamp => 'x')", "not both"),
         ("delta_scan('{path}', vers => 1)", "has no argument named vers"),
         ("delta_scan('{path}/site=3')", "is not a Delta table"),

@@ -250,6 +250,20 @@ def test_azure_locations_read_like_local_files(binary, azurite_server, tmp_path,
     check_fixture(rows(run(binary, env, "-t", f"t={location}", "-c", QUERY)))
 
 
+def test_create_external_table_on_azure(binary, azurite_server, tmp_path):
+    env = azure_env(tmp_path, azurite_server)
+    done = run(
+        binary,
+        env,
+        "-c",
+        f"CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION "
+        f"'https://devstoreaccount1.blob.core.windows.net/{BUCKET}/data/'",
+        "-c",
+        QUERY,
+    )
+    check_fixture(rows(done))
+
+
 def test_azure_sas_token_reads_but_cannot_write(binary, azurite_server, tmp_path):
     sas = azurite_server.sas("rl")
     env = azure_env(tmp_path, azurite_server, AZURE_STORAGE_SAS_TOKEN=sas)
@@ -318,6 +332,26 @@ def test_gcs_reads_a_prefix_and_a_glob(binary, gcs_server, tmp_path):
     env = clean_env(tmp_path / "home", GOOGLE_SERVICE_ACCOUNT_PATH=str(account))
     for location in (f"gs://{BUCKET}/data/", f"gs://{BUCKET}/data/part-*.parquet"):
         check_fixture(rows(run(binary, env, "-t", f"t={location}", "-c", QUERY)))
+
+
+def test_the_report_reads_gcs(binary, gcs_server, tmp_path):
+    account = gcs_server.service_account_file(tmp_path)
+    env = clean_env(tmp_path / "home", GOOGLE_SERVICE_ACCOUNT_PATH=str(account))
+    page, numbers = tmp_path / "report.html", tmp_path / "report.json"
+    done = children.run(
+        [
+            str(binary), "report", "-q", "--table", f"t=gs://{BUCKET}/data/",
+            "-c", "SELECT score AS p, y FROM t", "-o", str(page), "--json", str(numbers),
+        ],
+        env=env,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert page.stat().st_size > 0
+    report = json.loads(numbers.read_text())
+    assert report["rows"] == FIXTURE.expected["count"]
+    (model,) = report["models"]
+    assert abs(model["ece"] - FIXTURE.expected["ece"]) <= TOL
 
 
 def test_a_missing_or_bad_gcs_credential_file_is_named(binary, gcs_server, tmp_path):

@@ -76,7 +76,15 @@ fn scan_arguments(exprs: &[Expr]) -> Result<(String, At)> {
     let at = match exprs.get(1) {
         None => At::Latest,
         Some(expr) => match literal(expr) {
-            Some(value) if value.is_null() => At::Latest,
+            // A NULL version (an unset parameter, say) is refused rather than read as "the
+            // latest": a time-travel query answering for another version would be silently
+            // wrong.
+            Some(value) if value.is_null() => {
+                return plan_err!(
+                    "delta_scan: version or timestamp is NULL; give a version number or a \
+                     timestamp, or leave the argument out to read the latest version"
+                )
+            }
             Some(
                 ScalarValue::Utf8(Some(t))
                 | ScalarValue::LargeUtf8(Some(t))
