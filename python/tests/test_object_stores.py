@@ -170,8 +170,9 @@ def test_expiring_credentials_are_fetched_again(moto_server, aws_files, tmp_path
     time.sleep(2.5)
     second = con.sql(QUERY).to_pylist()
     assert runs() > after_first, "the expired credentials were not fetched again"
-    assert first == second
+    # Both right (not equal to the last bit: partial sums merge in the order threads finish).
     check_fixture(first)
+    check_fixture(second)
 
 
 def test_copy_writes_a_model_to_s3(binary, moto_server, aws_files, tmp_path):

@@ -30,7 +30,7 @@ use object_store::aws::AwsCredential;
 use object_store::CredentialProvider;
 use tokio::sync::Mutex;
 
-use super::StoreError;
+use super::options::StoreError;
 
 /// How long the EC2 instance metadata service gets to connect and to answer, once each.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(1);

@@ -8,8 +8,7 @@ use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::ObjectStore;
 
 use super::explained::{ExplainedStore, Service};
-use super::options::{client_timeouts, retry_config};
-use super::{StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
+use super::options::{client_timeouts, retry_config, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 
 /// The settings that choose a credential, in the order object_store tries them, each with what
 /// messages say of it.
@@ -116,6 +115,12 @@ pub(super) fn build_store(root: &str) -> Result<Arc<dyn ObjectStore>, StoreError
             read_only: false,
         },
     )))
+}
+
+/// Whether `host` is an Azure storage account's (`account.blob.core.windows.net`,
+/// `account.dfs.core.windows.net`).
+pub(super) fn is_account_host(host: &str) -> bool {
+    host.ends_with(".blob.core.windows.net") || host.ends_with(".dfs.core.windows.net")
 }
 
 /// `https://account.blob.core.windows.net/container/path` (or `.dfs.`) as

@@ -18,7 +18,7 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
-use super::StoreError;
+use super::options::{find_error, StoreError};
 
 /// What the messages of one store say about it.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ impl Service {
 
     /// One line for `error` on `url`, or `None` where object_store's own text is as good.
     fn describe(&self, url: &str, error: &object_store::Error) -> Option<String> {
-        if let Some(explained) = super::find_error(error) {
+        if let Some(explained) = find_error(error) {
             // Already said (a credential provider's failure).
             return Some(explained.to_string());
         }

@@ -9,8 +9,7 @@ use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::ObjectStore;
 
 use super::explained::{ExplainedStore, Service};
-use super::options::{client_timeouts, retry_config};
-use super::{StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
+use super::options::{client_timeouts, retry_config, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 
 const OTHER_CREDENTIALS: &str = "set GOOGLE_APPLICATION_CREDENTIALS (or \
      GOOGLE_SERVICE_ACCOUNT_PATH) to a service-account file, or run gcloud auth \

@@ -7,8 +7,7 @@ use object_store::http::HttpBuilder;
 use object_store::{ClientConfigKey, ObjectStore};
 
 use super::explained::{ExplainedStore, Service};
-use super::options::{client_timeouts, retry_config};
-use super::{StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
+use super::options::{client_timeouts, retry_config, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 
 /// Builds the store of `root` (`https://host[:port]`).
 pub(super) fn build_store(root: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {

@@ -11,7 +11,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::ObjectStoreExt;
 use url::Url;
 
-use super::{failure, find_error};
+use super::options::{failure, find_error};
 
 /// An object store location resolved to what a listing table needs.
 #[derive(Debug)]

@@ -27,9 +27,10 @@
 //!
 //! The parts: `options` (S3 settings, their parsing, request timeouts, the error type),
 //! `explained` (the store wrapper whose errors say what to change), one module per service
-//! (`s3` with `aws_chain`, `azure`, `gcs`, `http`), `listing` (what a table location names: an
+//! (`s3` with `aws_chain`, `azure`, `gcs`, `http`), `registry` (the session's registry, which
+//! builds a store per bucket, container or host), `listing` (what a table location names: an
 //! object, a prefix or a glob over keys), `table` (`CREATE EXTERNAL TABLE … OPTIONS ('aws.…')`);
-//! the registry that builds stores per bucket is here.
+//! what gives a session or a runtime the registry is here.
 
 mod aws_chain;
 mod azure;
@@ -38,10 +39,15 @@ mod gcs;
 mod http;
 mod listing;
 mod options;
+mod registry;
 mod s3;
 mod table;
 
 pub(crate) use listing::{list_location, StoreListing};
+pub(crate) use options::failure;
+pub use registry::canonical_location;
+pub(crate) use registry::store_root;
+pub use table::TablesReadElsewhere;
 
 pub use options::{
     find_error, parse_seconds, S3Options, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
@@ -49,18 +55,15 @@ pub use options::{
 };
 pub use s3::build_store;
 
-use std::collections::HashMap;
-use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result};
+use datafusion::common::Result;
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
-use object_store::ObjectStore;
-use url::Url;
 
+use registry::StoreRegistry;
 use table::StoreTableFactory;
 
 /// Gives `ctx` object store support: `s3://`, `az://`, `abfss://`, `gs://` and `http(s)://`
@@ -119,192 +122,4 @@ fn with_store_registry(
         .with_object_store_registry(Arc::clone(&registry) as Arc<dyn ObjectStoreRegistry>)
         .build_arc()?;
     Ok((runtime, registry))
-}
-
-/// Marks a session whose tables are read by other processes (the executors of a cluster):
-/// `CREATE EXTERNAL TABLE … OPTIONS ('aws.…')` is refused there, since those options would
-/// configure this process's S3 access only, and the executors would read the table with their
-/// own settings.
-#[derive(Debug, Clone)]
-pub struct TablesReadElsewhere {
-    /// What reads the tables, and where their S3 settings are set instead (for the error).
-    pub remedy: String,
-}
-
-/// The scheme and authority of an object store location (`s3://bucket`, `az://container`,
-/// `abfss://container@account.dfs.core.windows.net`, `https://host:port`), the key its store
-/// is registered under, or `None` for a location no cloud store reads (local paths, `file://`).
-pub(crate) fn store_root(url: &Url) -> Option<String> {
-    let cloud = matches!(
-        url.scheme(),
-        "s3" | "s3a" | "az" | "azure" | "abfs" | "abfss" | "adl" | "gs" | "http" | "https"
-    );
-    (cloud && url.has_host()).then(|| url[..url::Position::BeforePath].to_string())
-}
-
-/// `location` in the form calibsql's stores read: `https://account.blob.core.windows.net/container/path`
-/// becomes `abfss://container@account.dfs.core.windows.net/path` (one store per container);
-/// every other location is returned as it is.
-pub fn canonical_location(location: &str) -> std::borrow::Cow<'_, str> {
-    match azure::as_abfss(location) {
-        Some(abfss) => abfss.into(),
-        None => location.into(),
-    }
-}
-
-/// An object store error while reading `location` (listing it, looking for a Delta log), as
-/// one line: the store's explanation when
-/// there is one.
-pub(crate) fn failure(location: &str, error: object_store::Error) -> DataFusionError {
-    if let Some(explained) = find_error(&error) {
-        return DataFusionError::Execution(explained.to_string());
-    }
-    if location.starts_with("http://") || location.starts_with("https://") {
-        // The server's answer, without the error page it came with.
-        let text = error.to_string();
-        let answer = text
-            .split_once("status code: ")
-            .map(|(_, rest)| rest.split(':').next().unwrap_or(rest).trim().to_string())
-            .unwrap_or(text);
-        return DataFusionError::Execution(format!(
-            "cannot list {location}: an HTTP location is one file; a prefix or a glob can be \
-             listed only where the server speaks WebDAV (it answered: {answer})"
-        ));
-    }
-    DataFusionError::Execution(format!("cannot read {location}: {error}"))
-}
-
-/// The bucket of an `s3://` URL.
-fn bucket_of(url: &Url) -> Result<&str> {
-    match url.host_str() {
-        Some(bucket) if !bucket.is_empty() => Ok(bucket),
-        _ => plan_err!("{url} names no bucket; expected s3://bucket/key"),
-    }
-}
-
-/// Builds the store of `url`'s bucket, container or host, or says why there is none.
-fn build_for(url: &Url, root: &str, options: &S3Options) -> Result<Arc<dyn ObjectStore>> {
-    let built = match url.scheme() {
-        "s3" | "s3a" => build_store(bucket_of(url)?, options),
-        "az" | "azure" | "abfs" | "abfss" | "adl" => azure::build_store(root),
-        "gs" => gcs::build_store(url.host_str().unwrap_or_default()),
-        "http" | "https" if azure::as_abfss(&format!("{root}/x/y")).is_some() => {
-            return plan_err!(
-                "{root}/…: write Azure locations as abfss://container@account.dfs.core.windows.net/path \
-                 or az://container/path"
-            )
-        }
-        _ => http::build_store(root),
-    };
-    built.map_err(|e| DataFusionError::External(Box::new(e)))
-}
-
-/// An object store registry that builds a cloud store per bucket, container or host on first
-/// use and passes every other location (local files) to the registry it wraps.
-struct StoreRegistry {
-    inner: Arc<dyn ObjectStoreRegistry>,
-    options: RwLock<S3Options>,
-    /// Stores by root, and whether they were registered explicitly (kept when the options
-    /// change) rather than built from the options.
-    stores: RwLock<Stores>,
-}
-
-/// Stores by root (`s3://bucket`), with whether each was registered explicitly.
-type Stores = HashMap<String, (Arc<dyn ObjectStore>, bool)>;
-
-impl fmt::Debug for StoreRegistry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let roots: Vec<String> = self
-            .stores
-            .read()
-            .map(|stores| stores.keys().cloned().collect())
-            .unwrap_or_default();
-        f.debug_struct("StoreRegistry")
-            .field("inner", &self.inner)
-            .field("roots", &roots)
-            .finish_non_exhaustive()
-    }
-}
-
-impl StoreRegistry {
-    fn new(inner: Arc<dyn ObjectStoreRegistry>, options: S3Options) -> StoreRegistry {
-        StoreRegistry {
-            inner,
-            options: RwLock::new(options),
-            stores: RwLock::new(HashMap::new()),
-        }
-    }
-
-    fn options(&self) -> S3Options {
-        self.options
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-
-    fn set_options(&self, options: S3Options) {
-        *self
-            .options
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = options;
-        self.stores
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .retain(|_, (_, explicit)| *explicit);
-    }
-
-    fn insert(
-        &self,
-        root: &str,
-        store: Arc<dyn ObjectStore>,
-        explicit: bool,
-    ) -> Option<Arc<dyn ObjectStore>> {
-        self.stores
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(root.to_string(), (store, explicit))
-            .map(|(store, _)| store)
-    }
-}
-
-impl ObjectStoreRegistry for StoreRegistry {
-    fn register_store(
-        &self,
-        url: &Url,
-        store: Arc<dyn ObjectStore>,
-    ) -> Option<Arc<dyn ObjectStore>> {
-        match store_root(url) {
-            Some(root) => self.insert(&root, store, true),
-            None => self.inner.register_store(url, store),
-        }
-    }
-
-    fn deregister_store(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
-        let Some(root) = store_root(url) else {
-            return self.inner.deregister_store(url);
-        };
-        self.stores
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(&root)
-            .map(|(store, _)| store)
-            .ok_or_else(|| plan_datafusion_err!("no object store is registered for {url}"))
-    }
-
-    fn get_store(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
-        let Some(root) = store_root(url) else {
-            return self.inner.get_store(url);
-        };
-        if let Some((store, _)) = self
-            .stores
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&root)
-        {
-            return Ok(Arc::clone(store));
-        }
-        let store = build_for(url, &root, &self.options())?;
-        self.insert(&root, Arc::clone(&store), false);
-        Ok(store)
-    }
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use datafusion::common::{plan_datafusion_err, plan_err, Result};
+use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result};
 use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
 
 /// Timeout of one S3 request unless set otherwise.
@@ -197,6 +197,28 @@ pub fn find_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'
         cause = current.source();
     }
     None
+}
+
+/// An object store error while reading `location` (listing it, looking for a Delta log), as
+/// one line: the store's explanation when
+/// there is one.
+pub(crate) fn failure(location: &str, error: object_store::Error) -> DataFusionError {
+    if let Some(explained) = find_error(&error) {
+        return DataFusionError::Execution(explained.to_string());
+    }
+    if location.starts_with("http://") || location.starts_with("https://") {
+        // The server's answer, without the error page it came with.
+        let text = error.to_string();
+        let answer = text
+            .split_once("status code: ")
+            .map(|(_, rest)| rest.split(':').next().unwrap_or(rest).trim().to_string())
+            .unwrap_or(text);
+        return DataFusionError::Execution(format!(
+            "cannot list {location}: an HTTP location is one file; a prefix or a glob can be \
+             listed only where the server speaks WebDAV (it answered: {answer})"
+        ));
+    }
+    DataFusionError::Execution(format!("cannot read {location}: {error}"))
 }
 
 #[cfg(test)]

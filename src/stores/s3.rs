@@ -10,8 +10,9 @@ use url::Url;
 
 use super::aws_chain::{self, AwsChain};
 use super::explained::{ExplainedStore, Service};
-use super::options::{client_timeouts, retry_config};
-use super::{S3Options, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
+use super::options::{
+    client_timeouts, retry_config, S3Options, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
+};
 
 /// Builds the store of `bucket`. Settings, later ones winning: the AWS shared config file of
 /// the profile (`region`, `endpoint_url`), the AWS environment, `options`. Credentials: keys

@@ -9,14 +9,24 @@ use datafusion::common::{plan_err, DataFusionError, Result};
 use datafusion::logical_expr::CreateExternalTable;
 use url::Url;
 
-use super::{
-    bucket_of, build_store, canonical_location, S3Options, StoreRegistry, TablesReadElsewhere,
-};
+use super::options::S3Options;
+use super::registry::{bucket_of, canonical_location, StoreRegistry};
+use super::s3::build_store;
+
+/// Marks a session whose tables are read by other processes (the executors of a cluster):
+/// `CREATE EXTERNAL TABLE … OPTIONS ('aws.…')` is refused there, since those options would
+/// configure this process's S3 access only, and the executors would read the table with their
+/// own settings.
+#[derive(Debug, Clone)]
+pub struct TablesReadElsewhere {
+    /// What reads the tables, and where their S3 settings are set instead (for the error).
+    pub remedy: String,
+}
 
 /// Wraps a `CREATE EXTERNAL TABLE` factory: `OPTIONS ('aws.…' …)` configure the bucket of an
 /// `s3://` location (over the session's S3 options), are taken out of the options the file
 /// format sees, and secrets are masked in the stored table definition. Locations are passed on
-/// in their canonical form (`super::canonical_location`).
+/// in their canonical form (`canonical_location`).
 #[derive(Debug)]
 pub(super) struct StoreTableFactory {
     pub(super) inner: Arc<dyn TableProviderFactory>,
