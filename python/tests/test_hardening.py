@@ -8,7 +8,8 @@ Then what issue 52 found fine already, kept so against `calibsql serve --memory-
 as a process, with real clients (psycopg, and raw sockets for what no client sends): 20,000
 nested parentheses refused by the parser's recursion limit; an endless `generate_series` and
 an endless recursive CTE stopped by `--query-timeout` (3 s here) and the CPU idle after; a
-200,000-value IN list answered; random bytes, an SSL probe, a 2 GiB startup-message length
+200,000-value IN list answered (and, under the 3 s timeout, stopped at the limit while it is
+still being parsed and planned, in both protocols); random bytes, an SSL probe, a 2 GiB startup-message length
 and an HTTP request on the port; 30 half-open sockets while a client logs in; 160
 wrong-password logins each refused; a client process SIGKILLed mid-query; 16 concurrent
 clients, each with its own answer. After each, the process is alive and a fresh connection
@@ -222,6 +223,69 @@ def test_an_endless_statement_is_stopped_by_the_query_timeout(timed, sql):
         wait_until_idle(pid)
         assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
     assert peak_rss_mib(pid) < 1536
+    assert_serving(timed)
+
+
+def in_list(values: int, bound: bool) -> str:
+    """A count over 1..20 with an IN list of `values` even numbers (10 of 1..20 are in it);
+    with `bound`, a bound parameter too (`%s`, 0), which makes psycopg use the extended
+    protocol (without one it sends the simple protocol's Query)."""
+    listed = ",".join(str(2 * i) for i in range(values))
+    condition = "value > %s AND " if bound else ""
+    return f"SELECT count(*) AS n FROM generate_series(1, 20) g WHERE {condition}value IN ({listed})"
+
+
+#: What a statement stopped by the timeout while it is parsed or planned may take past
+#: QUERY_TIMEOUT before the client has its error (well under a second here; a guard for a
+#: loaded machine, and still far under what the statement takes without the limit, which the
+#: test checks first).
+PLANNING_SLACK = 3
+
+
+@pytest.mark.parametrize("protocol", ["simple", "extended"])
+def test_the_query_timeout_counts_parsing_and_planning(timed, limited, protocol):
+    """Issue 52: the timeout counted from the start of execution, so a statement that takes
+    long to parse and plan (a 200,000-value IN list) had its error only after its planning
+    plus the timeout. Now the limit counts from the statement's arrival and the client has
+    its error at QUERY_TIMEOUT (plus PLANNING_SLACK at most) while the planning goes on on a
+    query thread; meanwhile another session is answered, and after it the server goes idle
+    and goes on answering."""
+    bound = protocol == "extended"
+    sql, params = in_list(200_000, bound), ((0,) if bound else None)
+    # Without a limit (the `limited` server's is 600 s) the statement is answered, and it
+    # takes longer than the timed server's limit and its slack: nearly all of it parsing and
+    # planning (its execution counts 20 rows).
+    with connect(limited) as con:
+        started = time.monotonic()
+        assert con.execute(sql, params).fetchone()[0] == 10
+        untimed = time.monotonic() - started
+    assert untimed > QUERY_TIMEOUT + PLANNING_SLACK, (
+        f"the statement took {untimed:.1f} s without a limit: too little to tell the limit's "
+        "effect here (make the list longer)"
+    )
+    pid = SERVERS[timed].pid
+    answered = []
+    with connect(timed) as con, connect(timed) as other:
+
+        def meanwhile() -> None:
+            time.sleep(1)
+            answered.append(other.execute("SELECT 40 + 2").fetchone()[0])
+            answered.append(time.monotonic())
+
+        thread = threading.Thread(target=meanwhile)
+        thread.start()
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled, match=rf"statement timeout \({QUERY_TIMEOUT} s\)"):
+            con.execute(sql, params)
+        failed = time.monotonic()
+        thread.join(STOP)
+        took = failed - started
+        assert QUERY_TIMEOUT - 0.5 < took < QUERY_TIMEOUT + PLANNING_SLACK, (took, untimed)
+        # The other session had its answer while this statement was being planned.
+        assert answered[0] == 42 and answered[1] < failed, (answered, failed)
+        # The planning step running at the limit ends, the statement goes no further.
+        wait_until_idle(pid)
+        assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
     assert_serving(timed)
 
 
