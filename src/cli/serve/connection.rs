@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -133,11 +134,16 @@ impl Server {
     }
 }
 
-/// A connection's running statement: its clock and its cancellation (a Postgres cancel
-/// request, the time limit).
-#[derive(Default)]
+/// A connection's running statement: its clock, its cancellation (a Postgres cancel
+/// request, the time limit, the client going away) and the connection's socket, watched for
+/// the client closing it while the statement runs.
 pub struct QueryControl {
     current: Mutex<Option<Arc<QueryToken>>>,
+    /// The connection's socket (owned by pgwire's connection loop, which outlives every
+    /// statement of the connection: it is only looked at while one runs).
+    socket: Option<RawFd>,
+    /// The client's address, for the log.
+    peer: String,
 }
 
 /// One statement, from the arrival of its first message (a simple `Query`, or `Parse`/
@@ -203,7 +209,37 @@ struct Deadline {
     limit: Duration,
 }
 
+/// How often a running statement looks whether its client closed the connection.
+const CLOSED_CHECK: Duration = Duration::from_millis(250);
+
+/// Whether the peer of `socket` closed the connection (or it broke): Linux reports the
+/// peer's FIN as `POLLRDHUP` even while unread bytes are queued, a reset as `POLLHUP` or
+/// `POLLERR`. What Postgres itself does with `client_connection_check_interval`.
+fn peer_closed(socket: RawFd) -> bool {
+    #[cfg(target_os = "linux")]
+    let events = libc::POLLRDHUP;
+    #[cfg(not(target_os = "linux"))]
+    let events = 0;
+    let mut poll = libc::pollfd {
+        fd: socket,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; a zero timeout never blocks. The descriptor is the
+    // connection's, open while its statements run.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (events | libc::POLLHUP | libc::POLLERR) != 0
+}
+
 impl QueryControl {
+    fn new(socket: Option<RawFd>, peer: String) -> QueryControl {
+        QueryControl {
+            current: Mutex::new(None),
+            socket,
+            peer,
+        }
+    }
+
     /// The running statement, or a new one that starts now with `limit`.
     fn begin(&self, limit: Option<Duration>) -> Arc<QueryToken> {
         let mut current = self.current.lock().unwrap();
@@ -223,8 +259,8 @@ impl QueryControl {
         }
     }
 
-    /// Resolves with the error that stops `token`'s statement: a cancel request or its
-    /// `deadline`. The statement's flag is then set,
+    /// Resolves with the error that stops `token`'s statement: a cancel request, its
+    /// `deadline`, or its client closing the connection. The statement's flag is then set,
     /// so that what it runs on the query threads stops too.
     async fn stopped(&self, token: &QueryToken, deadline: Option<Deadline>) -> PgWireError {
         let timeout = async {
@@ -233,9 +269,28 @@ impl QueryControl {
                 None => std::future::pending().await,
             }
         };
+        let closed = async {
+            let Some(socket) = self.socket else {
+                return std::future::pending().await;
+            };
+            loop {
+                tokio::time::sleep(CLOSED_CHECK).await;
+                if peer_closed(socket) {
+                    return;
+                }
+            }
+        };
         let error = tokio::select! {
             _ = token.cancelled() => cancelled(),
             _ = timeout => timed_out(deadline.map(|d| d.limit).unwrap_or_default()),
+            _ = closed => {
+                log(&format!(
+                    "connection from {}: the client closed it while a statement ran; the \
+                     statement is cancelled",
+                    self.peer
+                ));
+                cancelled()
+            }
         };
         token.cancel();
         error
@@ -248,25 +303,35 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// A connection that may log in, holding one of the `--max-connections` permits.
-    pub fn new(server: Arc<Server>, permit: OwnedSemaphorePermit) -> Connection {
-        Connection::with(server, Some(permit))
+    /// A connection that may log in, holding one of the `--max-connections` permits, on
+    /// `socket` (watched while a statement runs: see [`QueryControl`]).
+    pub fn new(
+        server: Arc<Server>,
+        permit: OwnedSemaphorePermit,
+        socket: RawFd,
+        peer: String,
+    ) -> Connection {
+        Connection::with(server, Some(permit), QueryControl::new(Some(socket), peer))
     }
 
     /// A connection over `--max-connections`: its startup is answered with "too many
     /// clients" (a cancel request on it still works).
-    pub fn refused(server: Arc<Server>) -> Connection {
-        Connection::with(server, None)
+    pub fn refused(server: Arc<Server>, peer: String) -> Connection {
+        Connection::with(server, None, QueryControl::new(None, peer))
     }
 
-    fn with(server: Arc<Server>, permit: Option<OwnedSemaphorePermit>) -> Connection {
+    fn with(
+        server: Arc<Server>,
+        permit: Option<OwnedSemaphorePermit>,
+        control: QueryControl,
+    ) -> Connection {
         Connection {
             inner: Arc::new(ConnectionInner {
                 server,
                 permit,
                 auth: tokio::sync::Mutex::new(Login::Initial),
                 session: OnceLock::new(),
-                control: Arc::new(QueryControl::default()),
+                control: Arc::new(control),
                 cancel_key: Mutex::new(None),
             }),
         }
@@ -1240,7 +1305,7 @@ impl Exec {
 
     /// Runs `work` (parsing, planning: long synchronous work on a large statement) on the
     /// query runtime under the running statement's flag, and waits for it unless the
-    /// statement is cancelled or runs out of its time limit first: the
+    /// statement is cancelled, runs out of its time limit or loses its client first: the
     /// connection's thread stays free, so the client has its error at the limit. A step
     /// already running cannot be stopped inside (a parser or planner has no place to look
     /// at the flag); `work` stops at its next look at the flag, and its result is dropped.
@@ -1272,8 +1337,8 @@ impl Exec {
         .await
     }
 
-    /// Runs `work` unless the statement is cancelled or runs out of time first
-    /// ([`QueryControl::stopped`]).
+    /// Runs `work` unless the statement is cancelled, runs out of time or loses its client
+    /// first ([`QueryControl::stopped`]).
     async fn guard<T>(
         &self,
         work: impl std::future::Future<Output = PgWireResult<T>>,
@@ -1412,8 +1477,8 @@ impl Exec {
     }
 }
 
-/// The batches of `stream` until the statement is cancelled or its deadline passes
-/// ([`QueryControl::stopped`]); then one error, and the stream (and with it
+/// The batches of `stream` until the statement is cancelled, its deadline passes or its
+/// client goes away ([`QueryControl::stopped`]); then one error, and the stream (and with it
 /// the query's execution) is dropped.
 fn guarded_stream(
     stream: SendableRecordBatchStream,
