@@ -61,11 +61,30 @@ pub fn current() -> Option<Cancel> {
     CURRENT.try_with(Cancel::clone).ok()
 }
 
-/// Executes `frame` as a [`cancellable`] plan under the current task's flag.
+/// Executes `frame` as a [`cancellable`] plan under the current task's flag. The flag is
+/// also looked at between the planning phases (before and after the logical optimizer, after
+/// the physical planner): none of them can be stopped inside (each runs its rules to the end),
+/// but a statement cancelled (or timed out) while one runs goes no further than it.
 pub async fn execute_stream(frame: DataFrame) -> Result<SendableRecordBatchStream> {
     let task_ctx = Arc::new(frame.task_ctx());
-    let plan = frame.create_physical_plan().await?;
+    let (state, plan) = frame.into_parts();
+    check_current()?;
+    let optimized = state.optimize(&plan)?;
+    check_current()?;
+    let plan = state
+        .query_planner()
+        .create_physical_plan(&optimized, &state)
+        .await?;
+    check_current()?;
     execute_plan(plan, task_ctx)
+}
+
+/// An error if the current task's statement is cancelled (see [`scope`]).
+pub fn check_current() -> Result<()> {
+    match current() {
+        Some(cancel) if cancel.is_cancelled() => Err(calibsql_udfs::cancel::cancelled()),
+        _ => Ok(()),
+    }
 }
 
 /// [`execute_stream`] of a physical plan already made.

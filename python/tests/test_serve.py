@@ -46,6 +46,8 @@ def hash_password(binary: Path, password: str) -> str:
 
 #: The process of each running server, by port (for tests that read its memory or CPU).
 SERVERS: dict[int, subprocess.Popen] = {}
+#: The file each server running now writes its log (standard error) to, by port.
+LOGS: dict[int, Path] = {}
 
 
 @contextmanager
@@ -78,10 +80,12 @@ def serving(binary: Path, logs: Path, work: Path, *extra: str):
             time.sleep(0.02)
         port = int(match.group(1))
         SERVERS[port] = proc
+        LOGS[port] = log
         try:
             yield port
         finally:
             SERVERS.pop(port, None)
+            LOGS.pop(port, None)
     finally:
         proc.kill()
         proc.wait()

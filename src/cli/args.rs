@@ -246,7 +246,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = parse_positive)]
     pub max_connections: usize,
 
-    /// Seconds a statement may run before it is cancelled (0: no limit)
+    /// Seconds a statement may take, parsing and planning included, before it is cancelled
+    /// (0: no limit)
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub query_timeout: u64,
 

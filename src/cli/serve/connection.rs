@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -133,21 +134,43 @@ impl Server {
     }
 }
 
-/// The cancellation of a connection's running statement (a Postgres cancel request).
-#[derive(Default)]
+/// A connection's running statement: its clock, its cancellation (a Postgres cancel
+/// request, the time limit, the client going away) and the connection's socket, watched for
+/// the client closing it while the statement runs.
 pub struct QueryControl {
     current: Mutex<Option<Arc<QueryToken>>>,
+    /// The connection's socket (owned by pgwire's connection loop, which outlives every
+    /// statement of the connection: it is only looked at while one runs).
+    socket: Option<RawFd>,
+    /// The client's address, for the log.
+    peer: String,
 }
 
-#[derive(Default)]
+/// One statement, from the arrival of its first message (a simple `Query`, or `Parse`/
+/// `Execute` of the extended protocol) to the end of its answer (or `Sync`).
 struct QueryToken {
     cancelled: std::sync::atomic::AtomicBool,
     notify: tokio::sync::Notify,
     /// The flag the statement's operators look at ([`calibsql::cancel`]).
     flag: calibsql::cancel::Cancel,
+    /// When its first message arrived: the time limit counts from here, parsing and
+    /// planning included.
+    started: tokio::time::Instant,
+    /// Its time limit as it began (`--query-timeout`, or the client's `statement_timeout`).
+    limit: Option<Duration>,
 }
 
 impl QueryToken {
+    fn new(limit: Option<Duration>) -> QueryToken {
+        QueryToken {
+            cancelled: Default::default(),
+            notify: Default::default(),
+            flag: Default::default(),
+            started: tokio::time::Instant::now(),
+            limit,
+        }
+    }
+
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -161,24 +184,116 @@ impl QueryToken {
             notified.await;
         }
     }
+
+    /// Stops the statement: its operators (and planning phases) see the flag, its waits end.
+    fn cancel(&self) {
+        self.flag.cancel();
+        self.cancelled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// When `limit` runs out for this statement.
+    fn deadline(&self, limit: Option<Duration>) -> Option<Deadline> {
+        limit.map(|limit| Deadline {
+            at: self.started + limit,
+            limit,
+        })
+    }
+}
+
+/// When a statement runs out of time, and its limit (for the error).
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: tokio::time::Instant,
+    limit: Duration,
+}
+
+/// How often a running statement looks whether its client closed the connection.
+const CLOSED_CHECK: Duration = Duration::from_millis(250);
+
+/// Whether the peer of `socket` closed the connection (or it broke): Linux reports the
+/// peer's FIN as `POLLRDHUP` even while unread bytes are queued, a reset as `POLLHUP` or
+/// `POLLERR`. What Postgres itself does with `client_connection_check_interval`.
+fn peer_closed(socket: RawFd) -> bool {
+    #[cfg(target_os = "linux")]
+    let events = libc::POLLRDHUP;
+    #[cfg(not(target_os = "linux"))]
+    let events = 0;
+    let mut poll = libc::pollfd {
+        fd: socket,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; a zero timeout never blocks. The descriptor is the
+    // connection's, open while its statements run.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (events | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 impl QueryControl {
-    /// A token for a statement that starts now (a cancel request before it has no effect).
-    fn start(&self) -> Arc<QueryToken> {
-        let token = Arc::new(QueryToken::default());
-        *self.current.lock().unwrap() = Some(Arc::clone(&token));
-        token
+    fn new(socket: Option<RawFd>, peer: String) -> QueryControl {
+        QueryControl {
+            current: Mutex::new(None),
+            socket,
+            peer,
+        }
     }
 
+    /// The running statement, or a new one that starts now with `limit`.
+    fn begin(&self, limit: Option<Duration>) -> Arc<QueryToken> {
+        let mut current = self.current.lock().unwrap();
+        Arc::clone(current.get_or_insert_with(|| Arc::new(QueryToken::new(limit))))
+    }
+
+    /// The running statement is over (its answer sent, or `Sync`).
+    fn end(&self) {
+        self.current.lock().unwrap().take();
+    }
+
+    /// A cancel request: the running statement stops (one that starts later is not
+    /// affected).
     fn cancel(&self) {
-        if let Some(token) = self.current.lock().unwrap().take() {
-            token.flag.cancel();
-            token
-                .cancelled
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            token.notify.notify_waiters();
+        if let Some(token) = self.current.lock().unwrap().as_ref() {
+            token.cancel();
         }
+    }
+
+    /// Resolves with the error that stops `token`'s statement: a cancel request, its
+    /// `deadline`, or its client closing the connection. The statement's flag is then set,
+    /// so that what it runs on the query threads stops too.
+    async fn stopped(&self, token: &QueryToken, deadline: Option<Deadline>) -> PgWireError {
+        let timeout = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline.at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let closed = async {
+            let Some(socket) = self.socket else {
+                return std::future::pending().await;
+            };
+            loop {
+                tokio::time::sleep(CLOSED_CHECK).await;
+                if peer_closed(socket) {
+                    return;
+                }
+            }
+        };
+        let error = tokio::select! {
+            _ = token.cancelled() => cancelled(),
+            _ = timeout => timed_out(deadline.map(|d| d.limit).unwrap_or_default()),
+            _ = closed => {
+                log(&format!(
+                    "connection from {}: the client closed it while a statement ran; the \
+                     statement is cancelled",
+                    self.peer
+                ));
+                cancelled()
+            }
+        };
+        token.cancel();
+        error
     }
 }
 
@@ -188,25 +303,35 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// A connection that may log in, holding one of the `--max-connections` permits.
-    pub fn new(server: Arc<Server>, permit: OwnedSemaphorePermit) -> Connection {
-        Connection::with(server, Some(permit))
+    /// A connection that may log in, holding one of the `--max-connections` permits, on
+    /// `socket` (watched while a statement runs: see [`QueryControl`]).
+    pub fn new(
+        server: Arc<Server>,
+        permit: OwnedSemaphorePermit,
+        socket: RawFd,
+        peer: String,
+    ) -> Connection {
+        Connection::with(server, Some(permit), QueryControl::new(Some(socket), peer))
     }
 
     /// A connection over `--max-connections`: its startup is answered with "too many
     /// clients" (a cancel request on it still works).
-    pub fn refused(server: Arc<Server>) -> Connection {
-        Connection::with(server, None)
+    pub fn refused(server: Arc<Server>, peer: String) -> Connection {
+        Connection::with(server, None, QueryControl::new(None, peer))
     }
 
-    fn with(server: Arc<Server>, permit: Option<OwnedSemaphorePermit>) -> Connection {
+    fn with(
+        server: Arc<Server>,
+        permit: Option<OwnedSemaphorePermit>,
+        control: QueryControl,
+    ) -> Connection {
         Connection {
             inner: Arc::new(ConnectionInner {
                 server,
                 permit,
                 auth: tokio::sync::Mutex::new(Login::Initial),
                 session: OnceLock::new(),
-                control: Arc::new(QueryControl::default()),
+                control: Arc::new(control),
                 cancel_key: Mutex::new(None),
             }),
         }
@@ -256,6 +381,9 @@ struct Session {
     service: Arc<DfSessionService>,
     parser: Arc<CalibsqlParser>,
     exec: Arc<Exec>,
+    /// datafusion-postgres' hooks with calibsql's around them, in the order its service
+    /// calls them.
+    hooks: Vec<Arc<dyn QueryHook>>,
 }
 
 pub struct ConnectionInner {
@@ -353,15 +481,22 @@ impl ConnectionInner {
                 stage: Stage::Last,
             }),
         ];
-        let service = Arc::new(DfSessionService::new_with_hooks(Arc::clone(&ctx), hooks));
+        let service = Arc::new(DfSessionService::new_with_hooks(
+            Arc::clone(&ctx),
+            hooks.clone(),
+        ));
         let parser = Arc::new(CalibsqlParser {
             inner: service.query_parser(),
+            ctx: Arc::clone(&ctx),
+            hooks: hooks.clone(),
+            exec: Arc::clone(&exec),
         });
         let _ = self.session.set(Session {
             ctx,
             service,
             parser,
             exec,
+            hooks,
         });
         Ok(())
     }
@@ -558,8 +693,56 @@ impl CancelHandler for ConnectionInner {
 /// see the portal).
 struct ResultFormat(Format);
 
+/// A message's statements, parsed.
+enum Parsed {
+    /// By datafusion-postgres' Postgres parser.
+    Postgres(Vec<Statement>),
+    /// By calibsql's (DataFusion's syntax: `COPY … TO 'file' STORED AS …`, `CREATE EXTERNAL
+    /// TABLE`), when Postgres' parser refused the text.
+    Own(Vec<DFStatement>),
+}
+
+/// Parses `sql` as a client sent it (after the nesting check, before any parser builds a
+/// tree of it: calibsql::nesting); with `calibsql` also in calibsql's syntax when Postgres'
+/// parser refuses it.
+fn parse_message(ctx: &SessionContext, sql: &str, calibsql: bool) -> PgWireResult<Parsed> {
+    calibsql::nesting::check_text(sql).map_err(from_datafusion)?;
+    match PostgresCompatibilityParser::new().parse(sql) {
+        Ok(statements) => Ok(Parsed::Postgres(statements)),
+        Err(e) => {
+            if calibsql {
+                if let Ok(statements) = calibsql::parse_statements(ctx, sql) {
+                    return Ok(Parsed::Own(statements));
+                }
+            }
+            Err(PgWireError::ApiError(Box::new(e)))
+        }
+    }
+}
+
 #[async_trait]
 impl SimpleQueryHandler for ConnectionInner {
+    /// One statement's clock and cancellation span the whole message: parsing, planning,
+    /// execution and the rows sent.
+    async fn on_query<C>(
+        &self,
+        client: &mut C,
+        query: pgwire::messages::simplequery::Query,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.control.end();
+        self.control
+            .begin(time_limit(&self.server, client.metadata()));
+        let result = self._on_query(client, query).await;
+        self.control.end();
+        result
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -568,16 +751,21 @@ impl SimpleQueryHandler for ConnectionInner {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let session = self.session()?;
-        // Before any parser builds a tree of it (calibsql::nesting).
-        calibsql::nesting::check_text(query).map_err(from_datafusion)?;
         client
             .session_extensions()
             .insert(ResultFormat(Format::UnifiedText));
-        // Statements of DataFusion's own syntax that Postgres' does not have (COPY … TO
-        // 'file' STORED AS …, CREATE EXTERNAL TABLE): run through calibsql's parser.
-        if PostgresCompatibilityParser::new().parse(query).is_err() {
-            if let Ok(statements) = calibsql::parse_statements(&session.ctx, query) {
-                let mut responses = Vec::new();
+        // Parsed on a query thread, under the statement's time limit.
+        let ctx = Arc::clone(&session.ctx);
+        let sql = query.to_string();
+        let parsed = session
+            .exec
+            .off_thread(async move { parse_message(&ctx, &sql, true) })
+            .await?;
+        let mut responses = Vec::new();
+        match parsed {
+            // Statements of DataFusion's own syntax that Postgres' does not have (COPY … TO
+            // 'file' STORED AS …, CREATE EXTERNAL TABLE): run as calibsql parsed them.
+            Parsed::Own(statements) => {
                 for statement in statements {
                     responses.push(
                         session
@@ -586,10 +774,31 @@ impl SimpleQueryHandler for ConnectionInner {
                             .await?,
                     );
                 }
-                return Ok(responses);
+            }
+            // What datafusion-postgres' service does with a message, on this parse.
+            Parsed::Postgres(statements) if statements.is_empty() => {
+                responses.push(Response::EmptyQuery);
+            }
+            Parsed::Postgres(statements) => {
+                'statement: for statement in statements {
+                    for hook in &session.hooks {
+                        if let Some(response) = hook
+                            .handle_simple_query(&statement, &session.ctx, client)
+                            .await
+                        {
+                            responses.push(response?);
+                            continue 'statement;
+                        }
+                    }
+                    // calibsql's last hook answers every statement.
+                    return Err(error(
+                        "0A000",
+                        format!("statement not supported: {statement}"),
+                    ));
+                }
             }
         }
-        <DfSessionService as SimpleQueryHandler>::do_query(&session.service, client, query).await
+        Ok(responses)
     }
 }
 
@@ -604,6 +813,48 @@ impl ExtendedQueryHandler for ConnectionInner {
             // pgwire asks only after login.
             None => unreachable!("the extended protocol is used after login only"),
         }
+    }
+
+    /// The statement begun at `Parse` (or here) ends with its answer.
+    async fn on_execute<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Execute,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.control
+            .begin(time_limit(&self.server, client.metadata()));
+        let result = self._on_execute(client, message).await;
+        self.control.end();
+        result
+    }
+
+    /// pgwire's `Sync`, which also ends a statement begun by a `Parse` with no `Execute`.
+    async fn on_sync<C>(
+        &self,
+        client: &mut C,
+        _message: pgwire::messages::extendedquery::Sync,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.control.end();
+        client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(
+                pgwire::messages::response::ReadyForQuery::new(client.transaction_status()),
+            ))
+            .await?;
+        client.flush().await?;
+        Ok(())
     }
 
     async fn do_query<C>(
@@ -632,9 +883,13 @@ impl ExtendedQueryHandler for ConnectionInner {
     }
 }
 
-/// datafusion-postgres' parser, with nested result columns described as `json`.
+/// datafusion-postgres' parser, run on a query thread under the statement's time limit, with
+/// nested result columns described as `json`.
 pub struct CalibsqlParser {
     inner: Arc<Parser>,
+    ctx: Arc<SessionContext>,
+    hooks: Vec<Arc<dyn QueryHook>>,
+    exec: Arc<Exec>,
 }
 
 #[async_trait]
@@ -650,9 +905,41 @@ impl QueryParser for CalibsqlParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        // Before any parser builds a tree of it (calibsql::nesting).
-        calibsql::nesting::check_text(sql).map_err(from_datafusion)?;
-        self.inner.parse_sql(client, sql, types).await
+        // The statement begins at Parse: its time limit counts from here.
+        self.exec
+            .control
+            .begin(time_limit(&self.exec.server, client.metadata()));
+        let ctx = Arc::clone(&self.ctx);
+        let text = sql.to_string();
+        let parsed = self
+            .exec
+            .off_thread(async move { parse_message(&ctx, &text, false) })
+            .await?;
+        // What datafusion-postgres' parser does with the statements, on this parse.
+        let Parsed::Postgres(mut statements) = parsed else {
+            return self.inner.parse_sql(client, sql, types).await;
+        };
+        if statements.is_empty() {
+            return Ok(None);
+        }
+        let statement = statements.remove(0);
+        let query = statement.to_string();
+        for hook in &self.hooks {
+            if let Some(plan) = hook
+                .handle_extended_parse_query(&statement, &self.ctx, client)
+                .await
+            {
+                return Ok(Some((query, Some((statement, plan?)))));
+            }
+        }
+        let plan = self
+            .exec
+            .plan(
+                &self.ctx,
+                DFStatement::Statement(Box::new(statement.clone())),
+            )
+            .await?;
+        Ok(Some((query, Some((statement, plan)))))
     }
 
     fn get_parameter_types(&self, statement: &Self::Statement) -> PgWireResult<Vec<Type>> {
@@ -992,21 +1279,76 @@ impl Exec {
         self.run(client, ctx, Some(statement), query).await
     }
 
-    /// Plans `statement` with named arguments completed, and checks it against the policy.
+    /// Plans `statement` with named arguments completed, and checks it against the policy:
+    /// on a query thread, under the statement's time limit (see [`Exec::off_thread`]).
     async fn plan(
         &self,
         ctx: &SessionContext,
-        mut statement: DFStatement,
+        statement: DFStatement,
     ) -> PgWireResult<LogicalPlan> {
         let state = ctx.state();
-        plain_argument_names(&mut statement);
-        super::catalog::postgres_functions(&mut statement);
-        calibsql::prepare_statement(&mut statement, &state).map_err(from_datafusion)?;
-        let plan = state
-            .statement_to_plan(statement)
-            .await
-            .map_err(from_datafusion)?;
+        let plan = self
+            .off_thread(async move {
+                let mut statement = statement;
+                plain_argument_names(&mut statement);
+                super::catalog::postgres_functions(&mut statement);
+                calibsql::prepare_statement(&mut statement, &state).map_err(from_datafusion)?;
+                calibsql::cancel::check_current().map_err(from_datafusion)?;
+                state
+                    .statement_to_plan(statement)
+                    .await
+                    .map_err(from_datafusion)
+            })
+            .await?;
         self.allowed(plan)
+    }
+
+    /// Runs `work` (parsing, planning: long synchronous work on a large statement) on the
+    /// query runtime under the running statement's flag, and waits for it unless the
+    /// statement is cancelled, runs out of its time limit or loses its client first: the
+    /// connection's thread stays free, so the client has its error at the limit. A step
+    /// already running cannot be stopped inside (a parser or planner has no place to look
+    /// at the flag); `work` stops at its next look at the flag, and its result is dropped.
+    async fn off_thread<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = PgWireResult<T>> + Send + 'static,
+    ) -> PgWireResult<T> {
+        let token = self.control.begin(None);
+        let deadline = token.deadline(token.limit);
+        let flag = token.flag.clone();
+        let task = AbortOnDrop(
+            self.server
+                .queries()
+                .spawn(calibsql::cancel::scope(flag, work)),
+        );
+        self.guard(
+            async {
+                match task.await {
+                    Ok(result) => result,
+                    Err(e) => Err(error(
+                        "XX000",
+                        format!("the statement's planning failed: {e}"),
+                    )),
+                }
+            },
+            &token,
+            deadline,
+        )
+        .await
+    }
+
+    /// Runs `work` unless the statement is cancelled, runs out of time or loses its client
+    /// first ([`QueryControl::stopped`]).
+    async fn guard<T>(
+        &self,
+        work: impl std::future::Future<Output = PgWireResult<T>>,
+        token: &QueryToken,
+        deadline: Option<Deadline>,
+    ) -> PgWireResult<T> {
+        tokio::select! {
+            result = work => result,
+            error = self.control.stopped(token, deadline) => Err(error),
+        }
     }
 
     /// `plan`, when the policy allows it.
@@ -1014,21 +1356,6 @@ impl Exec {
         let policy = self.server.sessions.policy();
         policy.check(&plan).map_err(from_datafusion)?;
         Ok(plan)
-    }
-
-    /// The statement's time limit: `--query-timeout`, or the client's `statement_timeout`
-    /// when shorter.
-    fn time_limit(&self, client: &dyn HookClient) -> Option<Duration> {
-        let client_limit = client
-            .metadata()
-            .get(STATEMENT_TIMEOUT_KEY)
-            .and_then(|ms| ms.parse::<u64>().ok())
-            .filter(|&ms| ms > 0)
-            .map(Duration::from_millis);
-        match (self.server.query_timeout, client_limit) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
     }
 
     /// Runs `query` under the statement's time limit and cancel token; `statement` is what
@@ -1040,12 +1367,10 @@ impl Exec {
         statement: Option<&Statement>,
         query: Query<'_>,
     ) -> PgWireResult<Response> {
-        let token = self.control.start();
-        let limit = self.time_limit(client);
+        let limit = time_limit(&self.server, client.metadata());
+        let token = self.control.begin(limit);
         let plan = match query {
-            Query::Parsed(df_statement) => {
-                guard(self.plan(ctx, df_statement), &token, limit).await?
-            }
+            Query::Parsed(df_statement) => self.plan(ctx, df_statement).await?,
             Query::Bound(plan, params) => self.allowed(
                 plan.clone()
                     .replace_params_with_values(params)
@@ -1065,7 +1390,8 @@ impl Exec {
         token: Arc<QueryToken>,
         limit: Option<Duration>,
     ) -> PgWireResult<Response> {
-        let started = tokio::time::Instant::now();
+        // From the statement's first message on (parsing and planning count).
+        let deadline = token.deadline(limit);
         let tag = command_tag(statement, &plan);
         let writes = matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_));
         // With --remote, a query that reads files (and nothing held here, such as pg_catalog)
@@ -1074,32 +1400,34 @@ impl Exec {
             Some(remote) if reads_files_only(&plan) => remote.as_ref(),
             _ => ctx,
         };
-        let frame = guard(
-            async {
-                runner
-                    .execute_logical_plan(plan)
-                    .await
-                    .map_err(from_datafusion)
-            },
-            &token,
-            limit,
-        )
-        .await?;
+        let frame = self
+            .guard(
+                async {
+                    runner
+                        .execute_logical_plan(plan)
+                        .await
+                        .map_err(from_datafusion)
+                },
+                &token,
+                deadline,
+            )
+            .await?;
         if writes {
             let queries = self.server.queries();
             let flag = token.flag.clone();
-            let batches = guard(
-                async {
-                    datafusion::physical_plan::common::collect(calibsql::cancel::execute_on(
-                        queries, frame, flag,
-                    ))
-                    .await
-                    .map_err(from_datafusion)
-                },
-                &token,
-                limit.map(|l| l.saturating_sub(started.elapsed())),
-            )
-            .await?;
+            let batches = self
+                .guard(
+                    async {
+                        datafusion::physical_plan::common::collect(calibsql::cancel::execute_on(
+                            queries, frame, flag,
+                        ))
+                        .await
+                        .map_err(from_datafusion)
+                    },
+                    &token,
+                    deadline,
+                )
+                .await?;
             let rows: u64 = batches
                 .iter()
                 .filter_map(|b| {
@@ -1131,9 +1459,8 @@ impl Exec {
         )?);
         // Planned here; executed on the query runtime (a stream of its batches comes back).
         let stream = calibsql::cancel::execute_on(self.server.queries(), frame, token.flag.clone());
-        let deadline = limit.map(|l| (started + l, l));
         let encoded_fields = Arc::clone(&fields);
-        let rows = guarded_stream(stream, token, deadline)
+        let rows = guarded_stream(stream, Arc::clone(&self.control), token, deadline)
             .map(move |batch| {
                 let rows: Box<dyn Iterator<Item = PgWireResult<_>> + Send + Sync> = match batch
                     .and_then(|b| {
@@ -1150,55 +1477,63 @@ impl Exec {
     }
 }
 
-/// Runs `work` unless the statement is cancelled or runs out of time first.
-async fn guard<T>(
-    work: impl std::future::Future<Output = PgWireResult<T>>,
-    token: &QueryToken,
-    limit: Option<Duration>,
-) -> PgWireResult<T> {
-    let timeout = async {
-        match limit {
-            Some(limit) => tokio::time::sleep(limit).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        result = work => result,
-        _ = token.cancelled() => Err(cancelled()),
-        _ = timeout => Err(timed_out(limit.unwrap_or_default())),
-    }
-}
-
-/// The batches of `stream` until the statement is cancelled or its deadline passes; then one
-/// error, and the stream (and with it the query's execution) is dropped.
+/// The batches of `stream` until the statement is cancelled, its deadline passes or its
+/// client goes away ([`QueryControl::stopped`]); then one error, and the stream (and with it
+/// the query's execution) is dropped.
 fn guarded_stream(
     stream: SendableRecordBatchStream,
+    control: Arc<QueryControl>,
     token: Arc<QueryToken>,
-    deadline: Option<(tokio::time::Instant, Duration)>,
+    deadline: Option<Deadline>,
 ) -> impl futures::Stream<Item = PgWireResult<RecordBatch>> + Send {
     futures::stream::unfold(Some(stream), move |state| {
         let token = Arc::clone(&token);
+        let control = Arc::clone(&control);
         async move {
             let mut stream = state?;
-            let timeout = async {
-                match deadline {
-                    Some((at, _)) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 batch = stream.next() => {
                     let batch = batch?;
                     Some((batch.map_err(from_datafusion), Some(stream)))
                 }
-                _ = token.cancelled() => Some((Err(cancelled()), None)),
-                _ = timeout => {
-                    let limit = deadline.map(|(_, l)| l).unwrap_or_default();
-                    Some((Err(timed_out(limit)), None))
-                }
+                error = control.stopped(&token, deadline) => Some((Err(error), None)),
             }
         }
     })
+}
+
+/// A task aborted when its handle is dropped (the statement waiting for it was stopped).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A statement's time limit: `--query-timeout`, or the client's `statement_timeout` (from
+/// its connection's `metadata`) when shorter.
+fn time_limit(server: &Server, metadata: &HashMap<String, String>) -> Option<Duration> {
+    let client_limit = metadata
+        .get(STATEMENT_TIMEOUT_KEY)
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis);
+    match (server.query_timeout, client_limit) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Whether `plan` is a query whose tables are all files (what a cluster can read).

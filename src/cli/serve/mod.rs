@@ -14,6 +14,7 @@ mod sessions;
 mod users;
 
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -227,7 +228,12 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
             }
         };
         let connection = match Arc::clone(&connections).try_acquire_owned() {
-            Ok(permit) => Some(Connection::new(Arc::clone(&server), permit)),
+            Ok(permit) => Some(Connection::new(
+                Arc::clone(&server),
+                permit,
+                socket.as_raw_fd(),
+                peer.to_string(),
+            )),
             Err(_) => None,
         };
         let tls = tls.clone();
@@ -246,7 +252,8 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
             None
         };
         tokio::spawn(async move {
-            let handlers = connection.unwrap_or_else(|| Connection::refused(server));
+            let handlers =
+                connection.unwrap_or_else(|| Connection::refused(server, peer.to_string()));
             if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
                 log(&format!("connection from {peer}: {e}"));
             }
