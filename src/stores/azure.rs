@@ -10,6 +10,9 @@ use object_store::ObjectStore;
 use super::explained::{ExplainedStore, Service};
 use super::options::{client_timeouts, retry_config, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 
+/// The service, as messages name it.
+pub(super) const NAME: &str = "Azure Blob Storage";
+
 /// The settings that choose a credential, in the order object_store tries them, each with what
 /// messages say of it.
 const CREDENTIALS: [(&[AzureConfigKey], &str); 6] = [
@@ -102,7 +105,7 @@ pub(super) fn build_store(root: &str) -> Result<Arc<dyn ObjectStore>, StoreError
     Ok(Arc::new(ExplainedStore::new(
         Arc::new(inner),
         Service {
-            name: "Azure Blob Storage",
+            name: NAME,
             root: root.to_string(),
             container: Some(format!("container '{container}' of account '{account}'")),
             endpoint,

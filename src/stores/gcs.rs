@@ -11,6 +11,9 @@ use object_store::ObjectStore;
 use super::explained::{ExplainedStore, Service};
 use super::options::{client_timeouts, retry_config, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 
+/// The service, as messages name it.
+pub(super) const NAME: &str = "Google Cloud Storage";
+
 const OTHER_CREDENTIALS: &str = "set GOOGLE_APPLICATION_CREDENTIALS (or \
      GOOGLE_SERVICE_ACCOUNT_PATH) to a service-account file, or run gcloud auth \
      application-default login";
@@ -54,7 +57,7 @@ pub(super) fn build_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, StoreErr
     Ok(Arc::new(ExplainedStore::new(
         Arc::new(inner),
         Service {
-            name: "Google Cloud Storage",
+            name: NAME,
             root: format!("gs://{bucket}"),
             container: Some(format!("bucket '{bucket}'")),
             endpoint,

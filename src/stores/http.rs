@@ -9,6 +9,9 @@ use object_store::{ClientConfigKey, ObjectStore};
 use super::explained::{ExplainedStore, Service};
 use super::options::{client_timeouts, retry_config, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT};
 
+/// The service, as messages name it.
+pub(super) const NAME: &str = "HTTP";
+
 /// Builds the store of `root` (`https://host[:port]`).
 pub(super) fn build_store(root: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
     let timeout = DEFAULT_TIMEOUT;
@@ -26,7 +29,7 @@ pub(super) fn build_store(root: &str) -> Result<Arc<dyn ObjectStore>, StoreError
     Ok(Arc::new(ExplainedStore::new(
         Arc::new(inner),
         Service {
-            name: "HTTP",
+            name: NAME,
             root: root.to_string(),
             container: None,
             endpoint: root.to_string(),

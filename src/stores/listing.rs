@@ -188,9 +188,9 @@ async fn list_objects(
 /// The service a scheme names, for messages.
 fn service_name(scheme: &str) -> &'static str {
     match scheme {
-        "s3" | "s3a" => "S3",
-        "gs" => "Google Cloud Storage",
-        "http" | "https" => "HTTP",
-        _ => "Azure Blob Storage",
+        "s3" | "s3a" => super::s3::NAME,
+        "gs" => super::gcs::NAME,
+        "http" | "https" => super::http::NAME,
+        _ => super::azure::NAME,
     }
 }

@@ -14,6 +14,9 @@ use super::options::{
     client_timeouts, retry_config, S3Options, StoreError, DEFAULT_RETRIES, DEFAULT_TIMEOUT,
 };
 
+/// The service, as messages name it.
+pub(super) const NAME: &str = "S3";
+
 /// Builds the store of `bucket`. Settings, later ones winning: the AWS shared config file of
 /// the profile (`region`, `endpoint_url`), the AWS environment, `options`. Credentials: keys
 /// given in `options` or the environment, else the AWS credential chain, asked at the first
@@ -92,26 +95,19 @@ pub fn build_store(bucket: &str, options: &S3Options) -> Result<Arc<dyn ObjectSt
     let signed = !builder
         .get_config_value(&AmazonS3ConfigKey::SkipSignature)
         .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-    let (credentials, from_keys) = if options.access_key_id.is_some() {
-        (
-            "the access key or secret given in OPTIONS ('aws.access_key_id' …, \
-             'aws.secret_access_key' …) or S3Options is wrong; check them",
-            true,
-        )
-    } else if configured(&builder, AmazonS3ConfigKey::AccessKeyId).is_some() {
-        (
-            "the access key or secret is wrong; check AWS_ACCESS_KEY_ID and \
-             AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)",
-            true,
-        )
+    // Keys given as options or in the environment are used as they are; otherwise the chain.
+    let keyed = configured(&builder, AmazonS3ConfigKey::AccessKeyId).is_some();
+    let credentials = if options.access_key_id.is_some() {
+        "the access key or secret given in OPTIONS ('aws.access_key_id' …, \
+         'aws.secret_access_key' …) or S3Options is wrong; check them"
+    } else if keyed {
+        "the access key or secret is wrong; check AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)"
     } else {
-        (
-            "the credentials of the AWS chain are wrong; check AWS_PROFILE and its shared files",
-            false,
-        )
+        "the credentials of the AWS chain are wrong; check AWS_PROFILE and its shared files"
     };
     let credentials = Arc::new(RwLock::new(credentials.to_string()));
-    if signed && !from_keys {
+    if signed && !keyed {
         builder = builder.with_credentials(Arc::new(AwsChain::new(
             bucket,
             &region,
@@ -127,7 +123,7 @@ pub fn build_store(bucket: &str, options: &S3Options) -> Result<Arc<dyn ObjectSt
     Ok(Arc::new(ExplainedStore::new(
         Arc::new(inner),
         Service {
-            name: "S3",
+            name: NAME,
             root: format!("s3://{bucket}"),
             container: Some(format!("bucket '{bucket}'")),
             endpoint: endpoint.unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com")),
