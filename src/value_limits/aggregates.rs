@@ -4,13 +4,19 @@
 //! `string_agg` of 400 MB was answered with the process at 1.4 GiB.
 //!
 //! Under a limit they are registered wrapped ([`bound_aggregates`]): every accumulator counts
-//! the bytes of the values it holds, as batches are added and partial states merged, and
-//! refuses the batch that would take it past the ceiling of a function's result (a quarter
-//! of the limit, [`super::ceiling`]) before the built-in adds it. A `DISTINCT` accumulator
-//! holds each value once, which cannot be known before it is added: it is checked by the
-//! built-in's own count of its state after each batch. A grouped accumulator's ceiling is
-//! for all its groups together (they are emitted, and copied, together).
+//! the bytes of the values it holds, as batches are added and partial states merged, into
+//! one [`Budget`] that all the session's bounded accumulators share (every partition's, the
+//! final merge's, every group's, both functions'), and refuses the batch that would take the
+//! budget past the ceiling of a function's result (a quarter of the limit,
+//! [`super::ceiling`]) before the built-in adds it. What an accumulator holds leaves the
+//! budget when it hands its state on (a partition's state to the final merge, emitted groups)
+//! or is dropped. An accumulator with an `ORDER BY` keeps its values and their sort keys as
+//! one scalar value each and sorts them at the end, about twice what the same values take in
+//! a plain one: its bytes count twice. A `DISTINCT` accumulator holds each value once, which
+//! cannot be known before it is added: it is checked by the built-in's own count of its state
+//! after each batch.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
@@ -35,9 +41,10 @@ use super::{refusal, size};
 /// The aggregates whose state holds every value they aggregate.
 const BOUNDED: [&str; 2] = ["string_agg", "array_agg"];
 
-/// Replaces [`BOUNDED`] by wrappers whose accumulators refuse to hold more than the ceiling
-/// of `memory_limit`. Aggregates the session does not have are skipped.
+/// Replaces [`BOUNDED`] by wrappers whose accumulators together refuse to hold more than the
+/// ceiling of `memory_limit`. Aggregates the session does not have are skipped.
 pub(super) fn bound_aggregates(ctx: &SessionContext, memory_limit: usize) {
+    let budget = Arc::new(Budget::default());
     for name in BOUNDED {
         let Some(udaf) = ctx.state().aggregate_functions().get(name).cloned() else {
             continue;
@@ -45,8 +52,28 @@ pub(super) fn bound_aggregates(ctx: &SessionContext, memory_limit: usize) {
         ctx.register_udaf(AggregateUDF::new_from_impl(BoundedAggregate {
             inner: Arc::clone(udaf.inner()).into(),
             memory_limit,
+            budget: Arc::clone(&budget),
         }));
     }
+}
+
+/// The bytes all the bounded accumulators of a session hold together.
+#[derive(Debug, Default)]
+struct Budget {
+    held: AtomicUsize,
+}
+
+impl PartialEq for Budget {
+    /// Every budget is alike: the wrappers of two sessions plan alike.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Budget {}
+
+impl std::hash::Hash for Budget {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 /// A built-in aggregate whose accumulators count what they hold; everything else is the
@@ -55,6 +82,7 @@ pub(super) fn bound_aggregates(ctx: &SessionContext, memory_limit: usize) {
 struct BoundedAggregate {
     inner: UdfEq<Arc<dyn AggregateUDFImpl>>,
     memory_limit: usize,
+    budget: Arc<Budget>,
 }
 
 impl BoundedAggregate {
@@ -62,48 +90,88 @@ impl BoundedAggregate {
         Arc::new(BoundedAggregate {
             inner: inner.into(),
             memory_limit: self.memory_limit,
+            budget: Arc::clone(&self.budget),
         })
     }
 
-    fn bound(&self) -> Bound {
+    /// The bound of an accumulator made with `args`.
+    fn bound(&self, args: &AccumulatorArgs) -> Bound {
         Bound {
             name: self.inner.name().to_string(),
             memory_limit: self.memory_limit,
             ceiling: super::ceiling(self.memory_limit),
+            budget: Arc::clone(&self.budget),
+            weight: if args.order_bys.is_empty() { 1 } else { 2 },
         }
     }
 
-    fn counted(&self, inner: Box<dyn Accumulator>, distinct: bool) -> Box<dyn Accumulator> {
+    fn counted(
+        &self,
+        inner: Box<dyn Accumulator>,
+        bound: Bound,
+        distinct: bool,
+    ) -> Box<dyn Accumulator> {
         Box::new(CountedAccumulator {
             inner,
-            bound: self.bound(),
+            bound,
             distinct,
             held: 0,
         })
     }
 }
 
-/// The ceiling of one aggregate's state, and the error past it.
-#[derive(Debug, Clone)]
+/// The session's budget as one accumulator takes from it, and the error past its ceiling.
+#[derive(Debug)]
 struct Bound {
     name: String,
     memory_limit: usize,
     ceiling: usize,
+    budget: Arc<Budget>,
+    /// How many times a byte of the accumulator's values counts (2 with an `ORDER BY`).
+    weight: usize,
 }
 
 impl Bound {
-    /// `held` bytes and `more`, unless together they pass the ceiling.
-    fn admit(&self, held: usize, more: usize) -> Result<usize> {
-        let total = held.saturating_add(more);
-        if total <= self.ceiling {
-            return Ok(total);
+    /// Takes `more` bytes of values from the budget, weighted, and returns the bytes taken,
+    /// unless the budget would pass the ceiling: then nothing is taken.
+    fn take(&self, more: usize) -> Result<usize> {
+        self.take_exact(more.saturating_mul(self.weight))
+    }
+
+    /// Takes `more` bytes from the budget, unweighted (a count of what the accumulator
+    /// holds, not of the values it was given), unless that would pass the ceiling.
+    fn take_exact(&self, more: usize) -> Result<usize> {
+        let mut held = self.budget.held.load(Ordering::Relaxed);
+        loop {
+            let total = held.saturating_add(more);
+            if total > self.ceiling {
+                return Err(refusal(
+                    &self.name,
+                    &format!("its state would take {}", size(total as f64)),
+                    self.memory_limit,
+                    "",
+                ));
+            }
+            match self.budget.held.compare_exchange_weak(
+                held,
+                total,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(more),
+                Err(now) => held = now,
+            }
         }
-        Err(refusal(
-            &self.name,
-            &format!("its state would take {}", size(total as f64)),
-            self.memory_limit,
-            "",
-        ))
+    }
+
+    /// Gives `bytes` taken by [`Bound::take`] back to the budget.
+    fn give_back(&self, bytes: usize) {
+        let _ = self
+            .budget
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                Some(held.saturating_sub(bytes))
+            });
     }
 }
 
@@ -166,7 +234,7 @@ struct CountedAccumulator {
     bound: Bound,
     /// A `DISTINCT` accumulator: checked by its state's size after each batch.
     distinct: bool,
-    /// The bytes of the values held.
+    /// The bytes this accumulator has taken from the budget.
     held: usize,
 }
 
@@ -178,15 +246,29 @@ impl CountedAccumulator {
     ) -> Result<()> {
         if self.distinct {
             add(self.inner.as_mut(), values)?;
-            self.bound.admit(0, self.inner.size())?;
+            let size = self.inner.size();
+            if size > self.held {
+                self.held += self.bound.take_exact(size - self.held)?;
+            }
             return Ok(());
         }
         let mut more = 0usize;
         for array in values {
             more = more.saturating_add(value_bytes(array)?);
         }
-        self.held = self.bound.admit(self.held, more)?;
+        self.held += self.bound.take(more)?;
         add(self.inner.as_mut(), values)
+    }
+
+    /// Gives back all this accumulator holds (its state has been handed on, or it is gone).
+    fn give_back_all(&mut self) {
+        self.bound.give_back(std::mem::take(&mut self.held));
+    }
+}
+
+impl Drop for CountedAccumulator {
+    fn drop(&mut self) {
+        self.give_back_all();
     }
 }
 
@@ -205,8 +287,11 @@ impl Accumulator for CountedAccumulator {
         self.inner.size()
     }
 
+    /// A partition's state, handed on to the final merge (which counts it again).
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        self.inner.state()
+        let state = self.inner.state()?;
+        self.give_back_all();
+        Ok(state)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
@@ -220,7 +305,9 @@ impl Accumulator for CountedAccumulator {
             for array in values {
                 less = less.saturating_add(value_bytes(array)?);
             }
-            self.held = self.held.saturating_sub(less);
+            let less = less.saturating_mul(self.bound.weight).min(self.held);
+            self.held -= less;
+            self.bound.give_back(less);
         }
         Ok(())
     }
@@ -235,9 +322,15 @@ impl Accumulator for CountedAccumulator {
 struct CountedGroups {
     inner: Box<dyn GroupsAccumulator>,
     bound: Bound,
-    /// The bytes each group holds, and their sum.
+    /// The bytes each group has taken from the budget, and their sum.
     groups: Vec<usize>,
     held: usize,
+}
+
+impl Drop for CountedGroups {
+    fn drop(&mut self) {
+        self.bound.give_back(std::mem::take(&mut self.held));
+    }
 }
 
 impl CountedGroups {
@@ -264,12 +357,13 @@ impl CountedGroups {
             }
         }
         let more = rows.iter().fold(0usize, |a, b| a.saturating_add(*b));
-        self.held = self.bound.admit(self.held, more)?;
+        self.held += self.bound.take(more)?;
         if self.groups.len() < total_num_groups {
             self.groups.resize(total_num_groups, 0);
         }
+        let weight = self.bound.weight;
         for (&group, bytes) in group_indices.iter().zip(rows) {
-            self.groups[group] = self.groups[group].saturating_add(bytes);
+            self.groups[group] = self.groups[group].saturating_add(bytes.saturating_mul(weight));
         }
         Ok(())
     }
@@ -283,8 +377,10 @@ impl CountedGroups {
         let less = self
             .groups
             .drain(..n)
-            .fold(0usize, |a, b| a.saturating_add(b));
-        self.held = self.held.saturating_sub(less);
+            .fold(0usize, |a, b| a.saturating_add(b))
+            .min(self.held);
+        self.held -= less;
+        self.bound.give_back(less);
     }
 }
 
@@ -390,8 +486,9 @@ impl AggregateUDFImpl for BoundedAggregate {
     }
 
     fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let bound = self.bound(&acc_args);
         let distinct = acc_args.is_distinct;
-        Ok(self.counted(self.inner.accumulator(acc_args)?, distinct))
+        Ok(self.counted(self.inner.accumulator(acc_args)?, bound, distinct))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -406,17 +503,19 @@ impl AggregateUDFImpl for BoundedAggregate {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
+        let bound = self.bound(&args);
         Ok(Box::new(CountedGroups {
             inner: self.inner.create_groups_accumulator(args)?,
-            bound: self.bound(),
+            bound,
             groups: Vec::new(),
             held: 0,
         }))
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let bound = self.bound(&args);
         let distinct = args.is_distinct;
-        Ok(self.counted(self.inner.create_sliding_accumulator(args)?, distinct))
+        Ok(self.counted(self.inner.create_sliding_accumulator(args)?, bound, distinct))
     }
 
     fn with_beneficial_ordering(
@@ -500,7 +599,18 @@ mod tests {
         Arc::new(BoundedAggregate {
             inner: inner.into(),
             memory_limit: 4096,
+            budget: Arc::default(),
         })
+    }
+
+    fn bound(budget: &Arc<Budget>, weight: usize) -> Bound {
+        Bound {
+            name: "string_agg".into(),
+            memory_limit: 4096,
+            ceiling: 1024,
+            budget: Arc::clone(budget),
+            weight,
+        }
     }
 
     #[test]
@@ -521,16 +631,23 @@ mod tests {
     }
 
     #[test]
-    fn the_state_is_refused_past_a_quarter_of_the_limit() {
-        let bound = bounded("string_agg").bound();
-        assert_eq!(bound.admit(1000, 24).unwrap(), 1024);
-        let error = crate::errors::datafusion_message(&bound.admit(1000, 1048).unwrap_err());
+    fn the_accumulators_share_a_quarter_of_the_limit() {
+        let budget = Arc::default();
+        let (plain, ordered) = (bound(&budget, 1), bound(&budget, 2));
+        assert_eq!(plain.take(600).unwrap(), 600);
+        // An ordered accumulator's bytes count twice, and a refused take takes nothing.
+        let error = crate::errors::datafusion_message(&ordered.take(300).unwrap_err());
         assert_eq!(
             error,
-            "string_agg: its state would take 2.0 KB, more than the 1.0 KB a function's result \
+            "string_agg: its state would take 1.2 KB, more than the 1.0 KB a function's result \
              may take under --memory-limit 4.0 KB (a quarter of it; docs/SEMANTICS.md, \
              \"Memory limit\")"
         );
+        assert_eq!(ordered.take(200).unwrap(), 400);
+        assert!(plain.take(25).is_err());
+        plain.give_back(600);
+        assert_eq!(plain.take(624).unwrap(), 624);
+        assert_eq!(budget.held.load(Ordering::Relaxed), 1024);
     }
 
     #[test]

@@ -207,6 +207,30 @@ fn string_agg_and_array_agg_stay_within_the_memory_limit() {
             "SELECT cardinality(array_agg(repeat('x', 1000))) AS n FROM generate_series(1, 150000)",
             "array_agg: its state would take ",
         ),
+        // 200 MB of distinct values: the partitions' accumulators share one budget (each with
+        // its own ceiling, they held 128 MB apiece and the process peaked at 940 MiB).
+        (
+            "SELECT length(string_agg(DISTINCT repeat('x', 1000) || value::text, ',')) AS n \
+             FROM generate_series(1, 200000)",
+            "string_agg: its state would take ",
+        ),
+        (
+            "SELECT cardinality(array_agg(DISTINCT repeat('x', 1000) || value::text)) AS n \
+             FROM generate_series(1, 200000)",
+            "array_agg: its state would take ",
+        ),
+        // 120 MB with an ORDER BY counts twice (answered, it peaked at 923 MiB).
+        (
+            "SELECT length(string_agg(repeat('x', 1000), ',' ORDER BY value DESC)) AS n \
+             FROM generate_series(1, 120000)",
+            "string_agg: its state would take ",
+        ),
+        // Two aggregates of 80 MB each in one statement share the budget.
+        (
+            "SELECT length(string_agg(repeat('x', 1000), ',')) AS n, \
+             cardinality(array_agg(repeat('y', 1000))) AS c FROM generate_series(1, 80000)",
+            "_agg: its state would take ",
+        ),
         // A billion bytes: refused long before.
         (
             "SELECT length(string_agg(repeat('x', 1000), ',')) AS n FROM generate_series(1, 1000000)",
@@ -243,6 +267,21 @@ fn string_agg_and_array_agg_stay_within_the_memory_limit() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n100099999\n");
+    let peak = peak_mib(&stderr);
+    assert!(peak < 768, "peak RSS {peak} MiB over 1.5 x 512 MiB");
+    // 60 MB with an ORDER BY (120 MB counted) is answered, within the promise.
+    let out = calibsql(dir.path())
+        .args(["--memory-limit", "512M", "--format", "csv", "-c"])
+        .arg(
+            "SELECT length(string_agg(repeat('x', 1000), ',' ORDER BY value DESC)) AS n \
+             FROM generate_series(1, 60000)",
+        )
+        .env("CALIBSQL_PEAK_RSS", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n60059999\n");
     let peak = peak_mib(&stderr);
     assert!(peak < 768, "peak RSS {peak} MiB over 1.5 x 512 MiB");
     // Small ones answer as without a limit: ordered, DISTINCT, grouped, a window frame
