@@ -131,27 +131,94 @@ def test_value_sized_results_are_refused_in_the_module():
             con.sql(sql)
 
 
-def test_a_cancel_request_stops_a_nested_loop_join(limited):
-    """psql's Ctrl-C, psycopg's cancel(): the join's operators stop, not only the answer."""
+#: A sort of 30 million rows behind a window (spilled under 512M; a minute of work here).
+LONG_SORT = (
+    "SELECT max(rn + value) AS n FROM (SELECT value, row_number() OVER (ORDER BY random()) AS rn "
+    "FROM generate_series(1, {rows}))"
+)
+#: 4,000 field-aware fits, one per group: about 10 s of optimisation after 4 s of reading.
+FITS = (
+    "SELECT count(m) AS n FROM (SELECT g, fit_field_calib(ln(p / (1 - p)), y, site, 30) AS m "
+    "FROM (SELECT value % 4000 AS g, (value % 37)::text AS site, random() AS p, "
+    "CASE WHEN random() < 0.3 THEN 1 ELSE 0 END AS y FROM generate_series(1, 2000000)) GROUP BY g)"
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "after"),
+    [(NESTED_LOOP, 2), (LONG_SORT.format(rows=30_000_000), 2), (FITS, 8)],
+    ids=["nested_loop_join", "sort", "fits"],
+)
+def test_a_cancel_request_stops_the_statements_operators(limited, sql, after):
+    """psql's Ctrl-C, psycopg's cancel(): the operators stop, not only the answer. The fits
+    are cancelled while they optimise (each group's solver and the loop over the groups look
+    at the flag), the sort while it reads and spills."""
     pid = SERVERS[limited].pid
     with connect(limited) as con:
         errors = []
 
         def run():
             try:
-                con.execute(NESTED_LOOP)
+                con.execute(sql)
             except psycopg.Error as e:
                 errors.append(e)
 
         thread = threading.Thread(target=run)
         thread.start()
-        time.sleep(2)
+        time.sleep(after)
         assert thread.is_alive()
         con.cancel_safe()
         thread.join(STOP)
         assert len(errors) == 1 and isinstance(errors[0], psycopg.errors.QueryCanceled), errors
         wait_until_idle(pid)
         assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
+
+
+def open_spill_files() -> set[str]:
+    """The spill files this process has open: DataFusion's disk manager keeps them in a
+    temporary directory of its own (`…/.tmpXXXX/.tmpYYYY`)."""
+    files = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if re.search(r"/\.tmp[^/]+/\.tmp[^/]+$", target):
+            files.add(target)
+    return files
+
+
+def test_ctrl_c_stops_a_spill_merge_in_the_module():
+    """A sort spilled under a 64M limit keeps each spill file open from when it is written
+    until the merge has read it: the first file closed marks the merge, and Ctrl-C then
+    stops it (the process's CPU time stops, the spill files are closed)."""
+    con = calibsql.connect(memory_limit="64M")
+    interrupted = []
+
+    def interrupt_when_merging():
+        most = 0
+        started = time.monotonic()
+        while time.monotonic() - started < STOP:
+            files = len(open_spill_files())
+            if files < most:
+                interrupted.append(files)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            most = max(most, files)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=interrupt_when_merging)
+    watcher.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            con.sql(LONG_SORT.format(rows=8_000_000))
+    finally:
+        watcher.join()
+    # Interrupted in the merge, with spill files still to read.
+    assert interrupted and interrupted[0] >= 1, interrupted
+    wait_until_idle(os.getpid())
+    assert open_spill_files() == set()
+    assert con.sql("SELECT 40 + 2 AS x").to_pylist() == [{"x": 42}]
 
 
 def test_ctrl_c_stops_a_nested_loop_join_in_the_module():

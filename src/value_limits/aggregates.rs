@@ -515,7 +515,11 @@ impl AggregateUDFImpl for BoundedAggregate {
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let bound = self.bound(&args);
         let distinct = args.is_distinct;
-        Ok(self.counted(self.inner.create_sliding_accumulator(args)?, bound, distinct))
+        Ok(self.counted(
+            self.inner.create_sliding_accumulator(args)?,
+            bound,
+            distinct,
+        ))
     }
 
     fn with_beneficial_ordering(

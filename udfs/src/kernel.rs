@@ -11,7 +11,7 @@ use std::fmt::Debug;
 
 use std::ops::Range;
 
-use arrow::array::{ArrayRef, BooleanArray};
+use arrow::array::{Array, ArrayRef, BooleanArray};
 use arrow::datatypes::DataType;
 use datafusion_common::{internal_err, Result, ScalarValue};
 use datafusion_expr::{Accumulator, EmitTo, GroupsAccumulator};
@@ -21,6 +21,9 @@ use crate::labels;
 /// Which rows of a batch an aggregate reads (an aggregate's `FILTER (WHERE …)`): `None` for
 /// all, else the true (non-NULL) ones.
 pub(crate) type Filter<'a> = Option<&'a BooleanArray>;
+
+/// Groups evaluated between two looks at the cancel flag ([`Groups`]' `evaluate`).
+const EVALUATE_CHUNK: usize = 256;
 
 pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     /// A new, empty kernel with the same parameters (bins, eps, …).
@@ -230,9 +233,22 @@ impl<K: Kernel> GroupsAccumulator for Groups<K> {
         self.0.merge(values, group_indices)
     }
 
+    /// The groups' final values, [`EVALUATE_CHUNK`] groups at a time with a look at the
+    /// statement's cancel flag between chunks: a fit's optimisation of every group of a
+    /// large `GROUP BY` is one poll that could otherwise run for minutes after a cancel.
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
         let n = emit_count(emit_to, self.0.num_groups());
-        let out = self.0.evaluate(0..n)?;
+        let out = if n <= EVALUATE_CHUNK {
+            self.0.evaluate(0..n)?
+        } else {
+            let mut parts = Vec::with_capacity(n.div_ceil(EVALUATE_CHUNK));
+            for start in (0..n).step_by(EVALUATE_CHUNK) {
+                crate::cancel::check()?;
+                parts.push(self.0.evaluate(start..(start + EVALUATE_CHUNK).min(n))?);
+            }
+            let parts: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::concat(&parts)?
+        };
         self.0.drain(n);
         Ok(out)
     }
