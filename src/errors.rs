@@ -129,6 +129,19 @@ fn remote_resources_exhausted(text: &str) -> Option<String> {
     ))
 }
 
+/// A plan the scheduler (or an executor) could not decode because it nests more messages
+/// than protobuf decoding allows (prost's limit of 100: about 30 levels of `CASE` or of
+/// nested function calls; operator chains are sent flat): one line saying so, instead of the
+/// decoder's stack of 100 message names.
+fn remote_plan_too_deep(text: &str) -> Option<String> {
+    text.contains("RecursionLimitReached").then(|| {
+        "the cluster cannot decode this statement's plan: it nests deeper than protobuf \
+         decoding allows (100 nested messages, about 30 levels of CASE or of nested function \
+         calls); run it without --remote, or nest less (docs/distributed.md)"
+            .to_string()
+    })
+}
+
 fn describe_datafusion(error: &DataFusionError) -> String {
     if let Some(plain) = find_plain(error) {
         return plain.to_string();
@@ -144,6 +157,9 @@ fn describe_datafusion(error: &DataFusionError) -> String {
     }
     let text = error.to_string();
     if let Some(message) = remote_resources_exhausted(&text) {
+        return message;
+    }
+    if let Some(message) = remote_plan_too_deep(&text) {
         return message;
     }
     if text.contains("'push_down_leaf_projections' failed") {

@@ -157,12 +157,18 @@ pub fn parse_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<Statement
             parser_options.dialect
         )
     })?;
-    let statements = DFParserBuilder::new(sql)
-        .with_dialect(dialect.as_ref())
-        .with_recursion_limit(parser_options.recursion_limit.get())
-        .build()?
-        .parse_statements()?;
-    Ok(statements.into())
+    let limit = parser_options.recursion_limit.get();
+    let parse = |limit: usize| -> Result<Vec<Statement>> {
+        Ok(DFParserBuilder::new(sql)
+            .with_dialect(dialect.as_ref())
+            .with_recursion_limit(limit)
+            .build()?
+            .parse_statements()?
+            .into())
+    };
+    parse(limit).map_err(|error| {
+        nesting::explain_parse_error(error, sql, limit, Some(&|limit| parse(limit).is_ok()))
+    })
 }
 
 /// What every parsed statement goes through before it is planned: refused if it nests too
@@ -194,9 +200,21 @@ pub async fn plan_statement(ctx: &SessionContext, mut statement: Statement) -> R
 /// [`prepare_statement`] (named arguments that skip optional ones, `ece(p, y, w => weight)`).
 pub async fn sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     let state = ctx.state();
-    let dialect = state.config().options().sql_parser.dialect;
-    nesting::check_text(sql)?;
-    let mut statement = state.sql_to_statement(sql, &dialect)?;
+    let mut statements = parse_statements(ctx, sql)?;
+    match statements.len() {
+        1 => {}
+        0 => {
+            return datafusion::common::plan_err!(
+                "No SQL statements were provided in the query string"
+            )
+        }
+        _ => {
+            return datafusion::common::not_impl_err!(
+                "The context currently only supports a single SQL statement"
+            )
+        }
+    }
+    let mut statement = statements.remove(0);
     prepare_statement(&mut statement, &state)?;
     let plan = state.statement_to_plan(statement).await?;
     ctx.execute_logical_plan(plan).await

@@ -24,7 +24,7 @@
 
 use std::ops::ControlFlow;
 
-use datafusion::common::{plan_err, Result};
+use datafusion::common::{plan_datafusion_err, plan_err, DataFusionError, Result};
 use datafusion::sql::parser::{CopyToSource, Statement};
 use datafusion::sql::sqlparser::ast::{Expr, Query, SetExpr, Visit, Visitor};
 
@@ -39,6 +39,59 @@ pub const MAX_RUN: usize = 3 * MAX_DEPTH;
 /// The stack of every thread that parses, plans or executes statements: the CLI's, the
 /// server's and the Python module's runtime workers, and the thread that drives them.
 pub const THREAD_STACK: usize = 256 << 20;
+
+/// The error of `sql`, which did not parse under the parser's recursion `limit`: when it
+/// nests `CASE` in `CASE` deeper than the limit, or parses under [`MAX_DEPTH`] (`parses`,
+/// for a parser whose limit `datafusion.sql_parser.recursion_limit` sets), what stopped it
+/// was the limit, which sqlparser does not always say (a `CASE` nested 50 deep fails with
+/// "Expected: ), found: ELSE"), so the error names the limit; otherwise it is the parser's
+/// own error.
+pub fn explain_parse_error(
+    error: DataFusionError,
+    sql: &str,
+    limit: usize,
+    parses: Option<&dyn Fn(usize) -> bool>,
+) -> DataFusionError {
+    let too_deep = case_depth(sql) >= limit
+        || (limit < MAX_DEPTH && parses.is_some_and(|parses| parses(MAX_DEPTH)));
+    if !too_deep {
+        return error;
+    }
+    let setting = if parses.is_some() {
+        format!(" (datafusion.sql_parser.recursion_limit, which SET can raise up to {MAX_DEPTH})")
+    } else {
+        String::new()
+    };
+    plan_datafusion_err!(
+        "the statement nests deeper than the parser's limit of {limit} levels{setting}; the \
+         parser said: {}",
+        crate::errors::datafusion_message(&error)
+    )
+}
+
+/// How deep `CASE … END` nests in `sql`'s tokens (0 when it does not tokenize).
+pub fn case_depth(sql: &str) -> usize {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return 0;
+    };
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for token in tokens {
+        if let Token::Word(word) = token {
+            match word.keyword {
+                Keyword::CASE => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                Keyword::END => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    deepest
+}
 
 /// Refuses SQL text whose operators run longer than [`MAX_RUN`] at one level of
 /// parentheses, or whose set operations chain more than [`MAX_DEPTH`] times, without parsing

@@ -328,6 +328,51 @@ fn a_cluster_of_processes_answers_like_a_local_run() {
     );
     assert_same_csv(&local, &stdout_of(&remote));
 
+    // Deep expressions: the executors decode and evaluate a 999-term sum and a CASE nested
+    // 25 deep (on their large stacks) as locally; 15 calls of abs around that pass protobuf's
+    // decoding limit and 5,000 terms calibsql's, each refused in one line, and the cluster answers on.
+    let deep_sum = format!(
+        "SELECT {} AS s FROM t ORDER BY s LIMIT 3",
+        vec!["p_model"; 999].join(" + ")
+    );
+    let deep_case = format!(
+        "SELECT site_id, sum({}p_model{}) AS s FROM t GROUP BY site_id ORDER BY site_id",
+        "CASE WHEN p_model > 0.01 THEN ".repeat(25),
+        " ELSE 0 END".repeat(25)
+    );
+    for sql in [&deep_sum, &deep_case] {
+        let local = stdout_of(&calibsql(
+            &["--format", "csv", "-t", &table, "-c", sql],
+            &env,
+        ));
+        let remote = calibsql(
+            &["--remote", &url, "--format", "csv", "-t", &table, "-c", sql],
+            &env,
+        );
+        assert_same_csv(&local, &stdout_of(&remote));
+    }
+    let too_deep = deep_sum.replace(
+        &vec!["p_model"; 999].join(" + "),
+        &vec!["p_model"; 5_000].join(" + "),
+    );
+    let deeper_case = deep_case
+        .replace("sum(CASE", &format!("sum({}CASE", "abs(".repeat(15)))
+        .replace(" END) AS s", &format!(" END{}) AS s", ")".repeat(15)));
+    for (sql, message) in [
+        (too_deep, "nested deeper than 1000 levels"),
+        (
+            deeper_case,
+            "the cluster cannot decode this statement's plan: it nests deeper than protobuf",
+        ),
+    ] {
+        let refused = calibsql(&["--remote", &url, "-t", &table, "-c", &sql], &env);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && stderr.contains(message) && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
+
     // Other formats and -o work as locally.
     let ndjson = data.path().join("by_site.ndjson");
     stdout_of(&calibsql(

@@ -94,12 +94,32 @@ def test_deep_expressions_are_refused_and_the_server_stays_up(limited, terms):
     assert SERVERS[limited].poll() is None
 
 
+def nested_case(depth: int) -> str:
+    return (
+        "SELECT " + "CASE WHEN p_model > 0.1 THEN " * depth + "p_model" + " ELSE 0 END" * depth
+        + " AS c FROM t LIMIT 1"
+    )
+
+
+def test_a_case_nested_past_the_parsers_limit_is_named_and_the_server_stays_up(limited):
+    """sqlparser stops at 50 levels and, for a CASE with ELSE in a CASE, says only
+    "Expected: ), found: ELSE": the error names the limit instead."""
+    with connect(limited) as con:
+        for depth in (60, 1200):
+            with pytest.raises(psycopg.Error, match="nests deeper than the parser's limit of 50 levels"):
+                con.execute(nested_case(depth))
+        assert con.execute(nested_case(40)).fetchone() is not None
+    assert SERVERS[limited].poll() is None
+
+
 def test_deep_expressions_in_the_module(logs):
     con = calibsql.connect().register("t", str(logs / "test"))
     for terms in (5_000, 20_000, 100_000):
         with pytest.raises(calibsql.Error, match="nested deeper than 1000 levels"):
             con.sql(chain(terms))
     assert con.sql(chain(999)).to_pylist()[0]["s"] > 0
+    with pytest.raises(calibsql.Error, match="nests deeper than the parser's limit of 50 levels"):
+        con.sql(nested_case(60))
 
 
 CASES = [

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::child;
 use super::command::calibsql;
+use predicates::prelude::PredicateBooleanExt;
 
 /// `SELECT p + p + … + p` with `terms` terms.
 fn chain(terms: usize) -> String {
@@ -63,22 +64,54 @@ fn deep_expressions_are_refused_by_name_in_every_form() {
         .assert()
         .code(1)
         .stderr(predicates::str::contains("more than 1000 set operations"));
-    // Nesting the parser itself recurses into stops at its own limit, cleanly.
-    let case = format!(
-        "SELECT {}1{} AS c FROM t",
-        "CASE WHEN p > 0.1 THEN ".repeat(100),
-        " END".repeat(100)
-    );
+    // Nesting the parser itself recurses into stops at its own limit (50), named: sqlparser
+    // says "recursion limit exceeded" for some forms and "Expected: ), found: ELSE" for a
+    // CASE with ELSE in a CASE.
+    let case = |depth: usize, otherwise: &str| {
+        format!(
+            "SELECT {}p{} AS c FROM t",
+            "CASE WHEN p > 0.1 THEN ".repeat(depth),
+            format!(" {otherwise} END").repeat(depth)
+        )
+    };
     let subqueries = format!("SELECT {}1{}", "(SELECT ".repeat(200), ")".repeat(200));
-    for sql in [case, subqueries] {
+    for sql in [
+        case(100, ""),
+        case(60, "ELSE 0"),
+        case(1200, "ELSE 0"),
+        subqueries,
+    ] {
         let out = calibsql(dir.path())
             .args(["-t", "t=t.csv", "-c", &sql])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(stderr.starts_with("Error: SQL error"), "{stderr}");
+        assert!(
+            stderr.contains(
+                "the statement nests deeper than the parser's limit of 50 levels \
+                 (datafusion.sql_parser.recursion_limit, which SET can raise up to 1000)"
+            ),
+            "{stderr}"
+        );
     }
+    // Raised, 400 levels of CASE answer (p = 0.25 and 0.5 pass every test).
+    calibsql(dir.path())
+        .args(["-t", "t=t.csv", "--format", "csv", "-c"])
+        .arg("SET datafusion.sql_parser.recursion_limit = 1000")
+        .arg("-c")
+        .arg(case(400, "ELSE 0").replace("AS c FROM t", "AS c FROM t ORDER BY c"))
+        .assert()
+        .success()
+        .stdout("c\n0.25\n0.5\n");
+    // A syntax error is still the parser's own.
+    calibsql(dir.path())
+        .args(["-c", "SELECT CASE WHEN 1 > 0 THEN 2 ELSE END"])
+        .assert()
+        .code(1)
+        .stderr(
+            predicates::str::contains("SQL error").and(predicates::str::contains("nests").not()),
+        );
 }
 
 /// The peak resident memory the binary reports at exit (`CALIBSQL_PEAK_RSS=1`), in MiB.

@@ -715,6 +715,17 @@ fn parse_message(ctx: &SessionContext, sql: &str, calibsql: bool) -> PgWireResul
                     return Ok(Parsed::Own(statements));
                 }
             }
+            // sqlparser's own recursion limit, which Postgres' parser keeps.
+            const POSTGRES_PARSER_DEPTH: usize = 50;
+            if calibsql::nesting::case_depth(sql) >= POSTGRES_PARSER_DEPTH {
+                let error = DataFusionError::SQL(Box::new(e), None);
+                return Err(from_datafusion(calibsql::nesting::explain_parse_error(
+                    error,
+                    sql,
+                    POSTGRES_PARSER_DEPTH,
+                    None,
+                )));
+            }
             Err(PgWireError::ApiError(Box::new(e)))
         }
     }
