@@ -89,8 +89,10 @@ struct Pending {
 /// When a statement must stop: its cancel (by `CancelFlightInfo`, or its stream dropped) and
 /// its deadline (`--query-timeout` from its `GetFlightInfo` on).
 struct Stop {
-    /// The flag its operators look at ([`calibsql::cancel`]).
+    /// The flag its parsing and planning look at ([`calibsql::cancel`]).
     flag: calibsql::cancel::Cancel,
+    /// The flags of its executions, one each ([`Stop::execution_flag`]).
+    executions: Mutex<Vec<calibsql::cancel::Cancel>>,
     cancelled: AtomicBool,
     notify: tokio::sync::Notify,
     deadline: Option<(tokio::time::Instant, Duration)>,
@@ -100,16 +102,55 @@ impl Stop {
     fn new(limit: Option<Duration>) -> Arc<Stop> {
         Arc::new(Stop {
             flag: Default::default(),
+            executions: Mutex::new(Vec::new()),
             cancelled: AtomicBool::new(false),
             notify: tokio::sync::Notify::new(),
             deadline: limit.map(|limit| (tokio::time::Instant::now() + limit, limit)),
         })
     }
 
+    /// A flag for one execution of the statement (one parameter row's), set when the
+    /// statement is cancelled. Each has its own, since an execution's stream sets its flag
+    /// when it ends ([`calibsql::cancel::execute_on`]) and the next must not see it set.
+    fn execution_flag(&self) -> calibsql::cancel::Cancel {
+        let flag = calibsql::cancel::Cancel::new();
+        if self.cancelled.load(Ordering::SeqCst) {
+            flag.cancel();
+        }
+        if let Ok(mut executions) = self.executions.lock() {
+            executions.push(flag.clone());
+        }
+        flag
+    }
+
     fn cancel(&self) {
-        self.flag.cancel();
         self.cancelled.store(true, Ordering::SeqCst);
+        self.flag.cancel();
+        if let Ok(executions) = self.executions.lock() {
+            for flag in executions.iter() {
+                flag.cancel();
+            }
+        }
         self.notify.notify_waiters();
+    }
+
+    /// Why the statement was stopped, if it was: its deadline passed, or it was cancelled.
+    /// An error of its operators after a stop (the flag they saw) is reported as this.
+    fn reason(&self) -> Option<Status> {
+        if let Some((at, limit)) = self.deadline {
+            if tokio::time::Instant::now() >= at {
+                return Some(Status::deadline_exceeded(statements::timed_out(limit)));
+            }
+        }
+        self.cancelled
+            .load(Ordering::SeqCst)
+            .then(|| Status::cancelled(statements::CANCELLED))
+    }
+
+    /// The status of `error`, an error of the statement's work: why it was stopped, if it
+    /// was.
+    fn status(&self, error: DataFusionError) -> Status {
+        self.reason().unwrap_or_else(|| status(error))
     }
 
     /// Resolves with the error that stops the statement: a cancel, or its deadline.
@@ -136,7 +177,7 @@ impl Stop {
             _ = cancelled => Status::cancelled(statements::CANCELLED),
             limit = deadline => Status::deadline_exceeded(statements::timed_out(limit)),
         };
-        self.flag.cancel();
+        self.cancel();
         error
     }
 }
@@ -352,7 +393,7 @@ impl FlightSql {
         };
         let result = tokio::select! {
             result = task => match result {
-                Ok(result) => result.map_err(status),
+                Ok(result) => result.map_err(|e| stop.status(e)),
                 Err(e) => Err(Status::internal(format!("the statement's planning failed: {e}"))),
             },
             error = stop.stopped() => Err(error),
@@ -463,7 +504,7 @@ impl FlightSql {
     ) -> Result<i64, Status> {
         let frame = self.frame(session, plan, stop).await?;
         let queries = self.server.queries().clone();
-        let flag = stop.flag.clone();
+        let flag = stop.execution_flag();
         let batches = self
             .off_thread(stop, async move {
                 datafusion::physical_plan::common::collect(calibsql::cancel::execute_on(
@@ -679,9 +720,9 @@ impl FlightSqlService for FlightSql {
         // The frames one after the other, each executed on the query runtime when the one
         // before has ended; each stream stops its query when dropped.
         let queries = self.server.queries().clone();
-        let flag = pending.stop.flag.clone();
+        let stop = Arc::clone(&pending.stop);
         let batches = futures::stream::iter(frames)
-            .map(move |frame| calibsql::cancel::execute_on(&queries, frame, flag.clone()))
+            .map(move |frame| calibsql::cancel::execute_on(&queries, frame, stop.execution_flag()))
             .flatten();
         let stop = Arc::clone(&pending.stop);
         // Until the statement is cancelled or runs out of time: then one error, and the
@@ -693,7 +734,8 @@ impl FlightSqlService for FlightSql {
                 tokio::select! {
                     batch = batches.next() => {
                         let batch = batch?;
-                        Some((batch.map_err(|e| FlightError::from(status(e))), Some((batches, stop, forget))))
+                        let batch = batch.map_err(|e| FlightError::from(stop.status(e)));
+                        Some((batch, Some((batches, stop, forget))))
                     }
                     error = stop.stopped() => Some((Err(FlightError::from(error)), None)),
                 }
