@@ -490,3 +490,25 @@ def test_8_flight_clients_for_10_seconds_get_the_serial_answers_beside_psycopg(s
         thread.join(timeout=children.TIMEOUT)
     assert not failures, failures
     assert all(n > 0 for n in counts), counts
+
+
+def test_max_connections_counts_both_listeners(binary, logs, tmp_path):
+    with flight_serving(binary, logs, tmp_path, "--max-connections", "1") as one:
+        with psycopg.connect(
+            host="127.0.0.1", port=one.pg, dbname="calibsql", user="analyst", password=PASSWORD,
+            sslmode="disable", autocommit=True, connect_timeout=30,
+        ) as pg:
+            assert pg.execute("SELECT 1").fetchone() == (1,)
+            with pytest.raises(AdbcError):
+                connect(one)
+            assert "too many connections (--max-connections)" in one.log_text()
+        # Once the Postgres client has left, a Flight client gets its place.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with connect(one) as con:
+                    assert rows(con, "SELECT 1 AS one") == [{"one": 1}]
+                break
+            except AdbcError:
+                assert time.monotonic() < deadline, one.log_text()
+                time.sleep(0.2)
