@@ -25,7 +25,7 @@ import pytest
 import children
 from conftest import assert_rows_equal
 from test_hardening import cpu_seconds, wait_until_idle
-from test_serve import ENDLESS, PASSWORD, STARTUP, hash_password, psycopg
+from test_serve import ENDLESS, PASSWORD, psycopg, started
 
 # python/run-tests.sh installs them: a missing one fails, never skips.
 import adbc_driver_flightsql.dbapi as adbc  # noqa: E402
@@ -53,37 +53,14 @@ class Server:
 def flight_serving(binary: Path, logs: Path, work: Path, *extra: str):
     """A server over the `logs` fixture's splits as `valid` and `test` (as the `cli` fixture
     names them) with a Flight SQL listener; yields a `Server`."""
-    users = work / "users"
-    users.write_text(f"analyst:{hash_password(binary, PASSWORD)}\n")
-    users.chmod(0o600)
-    log = work / "log"
-    with open(log, "wb") as err:
-        proc = children.popen(
-            [
-                str(binary), "serve", "--users", str(users), "--bind", "127.0.0.1:0",
-                "--flight-bind", "127.0.0.1:0", "--table", f"valid={logs / 'valid'}",
-                "--table", f"test={logs / 'test'}", *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        started = time.monotonic()
-        while True:
-            text = log.read_text()
-            match = re.search(r"Flight SQL listening on 127\.0\.0\.1:(\d+)", text)
-            if match:
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"calibsql serve exited: {text}")
-            if time.monotonic() - started > STARTUP:
-                pytest.fail(f"calibsql serve did not listen: {text}")
-            time.sleep(0.02)
-        pg = re.search(r"serve: listening on 127\.0\.0\.1:(\d+)", text)
+    args = [
+        "--bind", "127.0.0.1:0", "--flight-bind", "127.0.0.1:0",
+        "--table", f"valid={logs / 'valid'}", "--table", f"test={logs / 'test'}", *extra,
+    ]
+    ready = r"Flight SQL listening on 127\.0\.0\.1:(\d+)"
+    with started(binary, work, args, ready) as (proc, log, match):
+        pg = re.search(r"serve: listening on 127\.0\.0\.1:(\d+)", log.read_text())
         yield Server(proc, log, int(pg.group(1)) if pg else None, int(match.group(1)))
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def connect(server: Server, password: str = PASSWORD, user: str = "analyst", **db_kwargs):
@@ -100,12 +77,17 @@ def rows(con, sql: str, parameters=None) -> list[dict]:
         return cur.fetch_arrow_table().to_pylist()
 
 
-def pg_error(server: Server, sql: str) -> str:
-    """The message the Postgres listener of `server` refuses `sql` with."""
-    with psycopg.connect(
+def pg_connect(server: Server):
+    """psycopg on the Postgres listener of `server`."""
+    return psycopg.connect(
         host="127.0.0.1", port=server.pg, dbname="calibsql", user="analyst", password=PASSWORD,
         sslmode="disable", autocommit=True, connect_timeout=30,
-    ) as con:
+    )
+
+
+def pg_error(server: Server, sql: str) -> str:
+    """The message the Postgres listener of `server` refuses `sql` with."""
+    with pg_connect(server) as con:
         with pytest.raises(psycopg.Error) as refused:
             con.execute(sql)
     return refused.value.diag.message_primary
@@ -447,10 +429,7 @@ def test_8_flight_clients_for_10_seconds_get_the_serial_answers_beside_psycopg(s
     with connect(server) as con:
         serial = [rows(con, sql) for sql in sqls]
     pg_sql = "SELECT count(*) AS n FROM test"
-    with psycopg.connect(
-        host="127.0.0.1", port=server.pg, dbname="calibsql", user="analyst", password=PASSWORD,
-        sslmode="disable", autocommit=True, connect_timeout=30,
-    ) as pg:
+    with pg_connect(server) as pg:
         pg_serial = pg.execute(pg_sql).fetchall()
     stop = time.monotonic() + 10
     failures: list[str] = []
@@ -470,10 +449,7 @@ def test_8_flight_clients_for_10_seconds_get_the_serial_answers_beside_psycopg(s
 
     def pg_client() -> None:
         try:
-            with psycopg.connect(
-                host="127.0.0.1", port=server.pg, dbname="calibsql", user="analyst",
-                password=PASSWORD, sslmode="disable", autocommit=True, connect_timeout=30,
-            ) as pg:
+            with pg_connect(server) as pg:
                 while time.monotonic() < stop:
                     if pg.execute(pg_sql).fetchall() != pg_serial:
                         failures.append("psycopg: a different answer")
@@ -494,10 +470,7 @@ def test_8_flight_clients_for_10_seconds_get_the_serial_answers_beside_psycopg(s
 
 def test_max_connections_counts_both_listeners(binary, logs, tmp_path):
     with flight_serving(binary, logs, tmp_path, "--max-connections", "1") as one:
-        with psycopg.connect(
-            host="127.0.0.1", port=one.pg, dbname="calibsql", user="analyst", password=PASSWORD,
-            sslmode="disable", autocommit=True, connect_timeout=30,
-        ) as pg:
+        with pg_connect(one) as pg:
             assert pg.execute("SELECT 1").fetchone() == (1,)
             with pytest.raises(AdbcError):
                 connect(one)

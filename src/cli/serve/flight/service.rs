@@ -942,7 +942,7 @@ impl FlightSqlService for FlightSql {
         command: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = command.clone().into_builder(&self.xdbc_types).schema();
+        let schema = command.into_builder(&self.xdbc_types).schema();
         command_info(&command, &schema, request.into_inner())
     }
 
@@ -959,7 +959,7 @@ impl FlightSqlService for FlightSql {
         command: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = command.clone().into_builder().schema();
+        let schema = command.into_builder().schema();
         command_info(&command, &schema, request.into_inner())
     }
 
@@ -976,7 +976,7 @@ impl FlightSqlService for FlightSql {
         command: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = command.clone().into_builder().schema();
+        let schema = command.into_builder().schema();
         command_info(&command, &schema, request.into_inner())
     }
 
