@@ -172,6 +172,18 @@ def test_executemany_inserts_and_ddl_run(writable):
         assert cur.adbc_statement.execute_update() == 1
 
 
+def test_each_login_has_its_own_session(server):
+    with connect(server) as one, connect(server) as two:
+        rows(one, "CREATE VIEW mine AS SELECT 42 AS answer")
+        rows(one, "SET datafusion.execution.batch_size = 1234")
+        assert rows(one, "SELECT answer FROM mine") == [{"answer": 42}]
+        setting = "SELECT value FROM information_schema.df_settings WHERE name = 'datafusion.execution.batch_size'"
+        assert rows(one, setting) == [{"value": "1234"}]
+        assert rows(two, setting) != [{"value": "1234"}]
+        with pytest.raises(AdbcError, match="mine"):
+            rows(two, "SELECT answer FROM mine")
+
+
 def test_catalogs_tables_and_their_schemas(server, logs):
     with connect(server) as con:
         info = con.adbc_get_info()
