@@ -7,8 +7,9 @@
 //! schema and a ticket naming the result in the session ([`Queries`]); DDL and `SET` take
 //! effect there, as DataFusion runs them while it makes the result. `DoGet` executes the
 //! result on the query runtime and streams its batches as they come (the client's pace holds
-//! the query back; a dropped stream stops it). Both run under one clock, `--query-timeout`
-//! from `GetFlightInfo` on, and under one cancel flag, which `CancelFlightInfo` sets.
+//! the query back; a dropped stream stops it). Both run under one [`Stop`]: one clock,
+//! `--query-timeout` from `GetFlightInfo` on, and one cancel, which `CancelFlightInfo` (or
+//! Flight SQL's older `CancelQuery`) triggers.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -54,7 +55,8 @@ use super::super::{log, scram, statements};
 use super::auth::{basic_credentials, FlightSession, Tokens};
 use super::{metadata, Peer};
 
-/// The action that cancels a result (Flight's own; Flight SQL's older `CancelQuery` too).
+/// Flight's action that cancels a result (Flight SQL's older `CancelQuery` action is
+/// `do_action_cancel_query`).
 const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
 /// Results a session may hold unfetched, and prepared statements it may keep open.
 const MAX_OPEN: usize = 256;
