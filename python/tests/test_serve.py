@@ -51,33 +51,43 @@ LOGS: dict[int, Path] = {}
 
 
 @contextmanager
-def serving(binary: Path, logs: Path, work: Path, *extra: str):
-    """A server over the `logs` fixture's test split as `t`; yields its port (its process is
-    `SERVERS[port]` while it runs)."""
+def started(binary: Path, work: Path, args: list[str], ready: str):
+    """`calibsql serve --users USERS *args`, USERS a file in `work` with the user analyst;
+    yields (its process, its log file, the match of `ready` in its log) once the log has a
+    line `ready` matches. The process is killed at the end."""
     users = work / "users"
     users.write_text(f"analyst:{hash_password(binary, PASSWORD)}\n")
     users.chmod(0o600)
     log = work / "log"
     with open(log, "wb") as err:
         proc = children.popen(
-            [
-                str(binary), "serve", "--users", str(users), "--bind", "127.0.0.1:0",
-                "--table", f"t={logs / 'test'}", *extra,
-            ],
+            [str(binary), "serve", "--users", str(users), *args],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
     try:
-        started = time.monotonic()
+        started_at = time.monotonic()
         while True:
-            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", log.read_text())
+            match = re.search(ready, log.read_text())
             if match:
                 break
             if proc.poll() is not None:
                 pytest.fail(f"calibsql serve exited: {log.read_text()}")
-            if time.monotonic() - started > STARTUP:
+            if time.monotonic() - started_at > STARTUP:
                 pytest.fail(f"calibsql serve did not listen: {log.read_text()}")
             time.sleep(0.02)
+        yield proc, log, match
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def serving(binary: Path, logs: Path, work: Path, *extra: str):
+    """A server over the `logs` fixture's test split as `t`; yields its port (its process is
+    `SERVERS[port]` while it runs)."""
+    args = ["--bind", "127.0.0.1:0", "--table", f"t={logs / 'test'}", *extra]
+    with started(binary, work, args, r"listening on 127\.0\.0\.1:(\d+)") as (proc, log, match):
         port = int(match.group(1))
         SERVERS[port] = proc
         LOGS[port] = log
@@ -86,9 +96,6 @@ def serving(binary: Path, logs: Path, work: Path, *extra: str):
         finally:
             SERVERS.pop(port, None)
             LOGS.pop(port, None)
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -216,6 +216,20 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:5432")]
     pub bind: std::net::SocketAddr,
 
+    /// Also serve Arrow Flight SQL (ADBC, polars, DBeaver's Flight SQL driver) on this
+    /// address, with the same users, TLS, tables, limits and policy (port 0 picks a free port)
+    #[arg(long, value_name = "HOST:PORT")]
+    pub flight_bind: Option<std::net::SocketAddr>,
+
+    /// Serve Flight SQL only: no Postgres listener (needs --flight-bind)
+    #[arg(long, requires = "flight_bind")]
+    pub no_postgres: bool,
+
+    /// Seconds a Flight SQL login's bearer token stays valid; a client logs in again after
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub flight_token_lifetime: u64,
+
     /// The users who may log in: one `NAME:VERIFIER` a line, the verifier from `calibsql
     /// hash-password` or PostgreSQL's pg_authid.rolpassword; the file must not be readable
     /// by group or others
@@ -238,7 +252,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Refuse connections without TLS
+    /// Refuse connections without TLS (Postgres and Flight SQL alike)
     #[arg(long, requires = "tls_cert")]
     pub require_tls: bool,
 

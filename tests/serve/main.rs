@@ -7,6 +7,7 @@
 //! when it fails. Readiness is polled (the server's "listening on" line); no test asserts on
 //! time.
 //!
+//! - `flight`: Flight SQL (`--flight-bind`) with arrow-flight's `FlightSqlServiceClient`
 //! - `jdbc`: pgjdbc's catalog calls, statements and a prepared statement
 //! - `limits`: `--max-connections`, `--query-timeout`, a client killed mid-query
 //! - `login`: the users file, SCRAM-SHA-256, refused logins, the database name
@@ -19,6 +20,7 @@
 #[path = "../support/child.rs"]
 mod child;
 
+mod flight;
 mod jdbc;
 mod limits;
 mod login;

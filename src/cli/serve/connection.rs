@@ -55,6 +55,7 @@ use super::log;
 use super::policy::refusal;
 use super::scram::{self, Verifier};
 use super::sessions::{Sessions, DATABASE};
+use super::statements;
 use super::users::Users;
 
 /// The statement type datafusion-postgres keeps in portals.
@@ -126,7 +127,7 @@ impl Server {
     }
 
     /// The runtime statements execute on.
-    fn queries(&self) -> &tokio::runtime::Handle {
+    pub fn queries(&self) -> &tokio::runtime::Handle {
         self.queries
             .as_ref()
             .expect("the query runtime lives as long as the server")
@@ -437,17 +438,11 @@ fn from_datafusion(e: DataFusionError) -> PgWireError {
 }
 
 fn cancelled() -> PgWireError {
-    error("57014", "canceling statement due to user request")
+    error("57014", statements::CANCELLED)
 }
 
 fn timed_out(limit: Duration) -> PgWireError {
-    error(
-        "57014",
-        format!(
-            "canceling statement due to statement timeout ({} s)",
-            limit.as_secs_f64()
-        ),
-    )
+    error("57014", statements::timed_out(limit))
 }
 
 impl ConnectionInner {
@@ -1303,10 +1298,7 @@ impl Exec {
                 let mut statement = statement;
                 plain_argument_names(&mut statement);
                 super::catalog::postgres_functions(&mut statement);
-                calibsql::prepare_statement(&mut statement, &state).map_err(from_datafusion)?;
-                calibsql::cancel::check_current().map_err(from_datafusion)?;
-                state
-                    .statement_to_plan(statement)
+                statements::plan(state, statement)
                     .await
                     .map_err(from_datafusion)
             })
@@ -1408,7 +1400,7 @@ impl Exec {
         // With --remote, a query that reads files (and nothing held here, such as pg_catalog)
         // runs on the cluster; the rest, DDL and SET run here.
         let runner = match &self.server.remote {
-            Some(remote) if reads_files_only(&plan) => remote.as_ref(),
+            Some(remote) if statements::reads_files_only(&plan) => remote.as_ref(),
             _ => ctx,
         };
         let frame = self
@@ -1439,15 +1431,7 @@ impl Exec {
                     deadline,
                 )
                 .await?;
-            let rows: u64 = batches
-                .iter()
-                .filter_map(|b| {
-                    b.column(0)
-                        .as_any()
-                        .downcast_ref::<datafusion::arrow::array::UInt64Array>()
-                })
-                .flat_map(|counts| counts.iter().flatten())
-                .sum();
+            let rows = statements::rows_written(&batches);
             let mut tag = Tag::new(&tag).with_rows(rows as usize);
             if tag_is_insert(statement) {
                 tag = tag.with_oid(0);
@@ -1545,36 +1529,6 @@ fn time_limit(server: &Server, metadata: &HashMap<String, String>) -> Option<Dur
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// Whether `plan` is a query whose tables are all files (what a cluster can read).
-fn reads_files_only(plan: &LogicalPlan) -> bool {
-    use datafusion::common::tree_node::TreeNodeRecursion;
-    use datafusion::datasource::listing::ListingTable;
-    use datafusion::datasource::source_as_provider;
-    if matches!(
-        plan,
-        LogicalPlan::Ddl(_)
-            | LogicalPlan::Dml(_)
-            | LogicalPlan::Copy(_)
-            | LogicalPlan::Statement(_)
-            | LogicalPlan::DescribeTable(_)
-            | LogicalPlan::Explain(_)
-            | LogicalPlan::Analyze(_)
-    ) {
-        return false;
-    }
-    let (mut files, mut other) = (0, 0);
-    let _ = plan.apply_with_subqueries(|node| {
-        if let LogicalPlan::TableScan(scan) = node {
-            match source_as_provider(&scan.source) {
-                Ok(table) if table.is::<ListingTable>() => files += 1,
-                _ => other += 1,
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    files > 0 && other == 0
 }
 
 fn tag_is_insert(statement: Option<&Statement>) -> bool {

@@ -1,16 +1,22 @@
-//! `calibsql serve`: calibsql over the Postgres wire protocol, and `calibsql hash-password`.
+//! `calibsql serve`: calibsql over the Postgres wire protocol and Arrow Flight SQL, and
+//! `calibsql hash-password`.
 //!
-//! The listener accepts connections on `--bind` (127.0.0.1 unless told otherwise), each
-//! served by pgwire with the handlers of [`connection`]: login with SCRAM-SHA-256 against
-//! `--users`, TLS when `--tls-cert`/`--tls-key` are given (a certificate that cannot be
-//! loaded stops the start), then a session of its own ([`sessions`]) whose statements the
-//! [`policy`] checks. Connections past `--max-connections` are answered "too many clients".
+//! The Postgres listener accepts connections on `--bind` (127.0.0.1 unless told otherwise;
+//! none with `--no-postgres`), each served by pgwire with the handlers of [`connection`]:
+//! login with SCRAM-SHA-256 against `--users`, TLS when `--tls-cert`/`--tls-key` are given (a
+//! certificate that cannot be loaded stops the start), then a session of its own
+//! ([`sessions`]) whose statements the [`policy`] checks. Connections past
+//! `--max-connections` are answered "too many clients". With `--flight-bind`, the [`flight`]
+//! listener serves Arrow Flight SQL from the same [`connection::Server`]: the same users,
+//! certificate, sessions, policy, limits and query runtime, and the same connection permits.
 
 mod catalog;
 mod connection;
+mod flight;
 mod policy;
 mod scram;
 mod sessions;
+mod statements;
 mod users;
 
 use std::io::{Read, Write};
@@ -53,12 +59,12 @@ pub fn hash_password() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The TLS acceptor of `--tls-cert`/`--tls-key`; any failure is an error (never a plaintext
-/// server instead).
-fn tls_acceptor(
+/// The TLS configuration of `--tls-cert`/`--tls-key`; any failure is an error (never a
+/// plaintext server instead).
+fn tls_config(
     cert: &std::path::Path,
     key: &std::path::Path,
-) -> anyhow::Result<pgwire::tokio::TlsAcceptor> {
+) -> anyhow::Result<rustls::ServerConfig> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(cert)
@@ -77,7 +83,7 @@ fn tls_acceptor(
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .context("--tls-cert/--tls-key: the certificate and key do not make a TLS identity")?;
-    Ok(pgwire::tokio::TlsAcceptor::from(Arc::new(config)))
+    Ok(config)
 }
 
 /// The client of the cluster at `--remote`, if any.
@@ -152,10 +158,18 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .into());
     }
     let users = users::Users::load(&args.users)?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+    let tls_config = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_config(cert, key)?),
         _ => None,
     };
+    let tls = tls_config
+        .clone()
+        .map(|config| pgwire::tokio::TlsAcceptor::from(Arc::new(config)));
+    // gRPC clients over TLS ask for HTTP/2 by ALPN (Go's refuse a server that does not say it).
+    let flight_tls = tls_config.map(|mut config| {
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        pgwire::tokio::TlsAcceptor::from(Arc::new(config))
+    });
     let policy = policy::Policy::new(args.allow_writes, &args.allow_path)?;
     let options = calibsql::ContextOptions {
         memory_limit: args.memory_limit,
@@ -184,33 +198,85 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         remote.map(Arc::new),
     )?);
     log_panics();
-    let listener = TcpListener::bind(args.bind)
-        .await
-        .with_context(|| format!("--bind {}: cannot listen", args.bind))?;
-    let address = listener.local_addr()?;
-    let cluster = match &args.remote {
-        Some(address) => format!(", queries on the cluster at df://{address}"),
-        None => String::new(),
-    };
-    log(&format!(
-        "listening on {address} (database {}, {} user(s), TLS {}, {}, at most {} connections{cluster})",
-        sessions::DATABASE,
-        server.users.len(),
-        match (&tls, args.require_tls) {
-            (None, _) => "off",
-            (Some(_), false) => "on",
-            (Some(_), true) => "required",
-        },
-        if args.allow_writes {
-            "writes allowed"
-        } else {
-            "read-only"
-        },
-        args.max_connections,
-    ));
     let connections = Arc::new(Semaphore::new(args.max_connections));
-    let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let listener = if args.no_postgres {
+        None
+    } else {
+        Some(
+            TcpListener::bind(args.bind)
+                .await
+                .with_context(|| format!("--bind {}: cannot listen", args.bind))?,
+        )
+    };
+    let tls_state = match (&tls, args.require_tls) {
+        (None, _) => "off",
+        (Some(_), false) => "on",
+        (Some(_), true) => "required",
+    };
+    let access = if args.allow_writes {
+        "writes allowed"
+    } else {
+        "read-only"
+    };
+    if let Some(listener) = &listener {
+        let address = listener.local_addr()?;
+        let cluster = match &args.remote {
+            Some(address) => format!(", queries on the cluster at df://{address}"),
+            None => String::new(),
+        };
+        log(&format!(
+            "listening on {address} (database {}, {} user(s), TLS {tls_state}, {access}, at \
+             most {} connections{cluster})",
+            sessions::DATABASE,
+            server.users.len(),
+            args.max_connections,
+        ));
+    }
+    let mut flight = match args.flight_bind {
+        Some(bind) => {
+            let listener = TcpListener::bind(bind)
+                .await
+                .with_context(|| format!("--flight-bind {bind}: cannot listen"))?;
+            log(&format!(
+                "Flight SQL listening on {} (TLS {tls_state}, {access}, tokens valid for {} s)",
+                listener.local_addr()?,
+                args.flight_token_lifetime,
+            ));
+            Some(tokio::spawn(flight::serve(
+                Arc::clone(&server),
+                flight::Listener {
+                    listener,
+                    tls: flight_tls,
+                    require_tls: args.require_tls,
+                    connections: Arc::clone(&connections),
+                    token_lifetime: Duration::from_secs(args.flight_token_lifetime),
+                },
+            )))
+        }
+        None => None,
+    };
+    // The Flight SQL server ends only on an error, which stops the process.
+    let flight_stopped = async {
+        match flight.as_mut() {
+            Some(task) => match task.await {
+                Ok(result) => result,
+                Err(e) => Err(anyhow::anyhow!("the Flight SQL server stopped: {e}")),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(flight_stopped);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let Some(listener) = listener else {
+        tokio::select! {
+            result = &mut flight_stopped => return result,
+            _ = terminate.recv() => {
+                log("stopping (SIGTERM)");
+                return Ok(());
+            }
+        }
+    };
+    let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -222,6 +288,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                     continue;
                 }
             },
+            result = &mut flight_stopped => return result,
             _ = terminate.recv() => {
                 log("stopping (SIGTERM)");
                 return Ok(());

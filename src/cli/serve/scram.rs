@@ -119,6 +119,18 @@ impl Verifier {
         }
     }
 
+    /// Whether `password` is the one this verifier was made from, for logins that send the
+    /// password itself (Flight SQL's Basic handshake, inside TLS): SaltedPassword by PBKDF2
+    /// with this verifier's salt and iterations, then ClientKey and StoredKey, compared with
+    /// this StoredKey in constant time. Takes as long as a SCRAM login (the PBKDF2 rounds).
+    pub fn checks_password(&self, password: &str) -> bool {
+        let candidate = Verifier::new(password, &self.salt, self.iterations.max(1));
+        #[allow(deprecated)] // still ring 0.17's constant-time comparison
+        let equal =
+            ring::constant_time::verify_slices_are_equal(&candidate.stored_key, &self.stored_key);
+        equal.is_ok()
+    }
+
     /// A verifier of `password` with a new random salt.
     pub fn generate(password: &str) -> Result<Verifier, String> {
         let mut salt = [0u8; SALT_LEN];
@@ -357,6 +369,17 @@ mod tests {
             server_first("p=tls-server-end-point,,n=user,r=abc", &verifier, "x").unwrap_err(),
             Failure::ChannelBinding
         );
+    }
+
+    #[test]
+    fn a_password_checks_against_its_verifier_only() {
+        let verifier = pencil();
+        assert!(verifier.checks_password("pencil"));
+        assert!(!verifier.checks_password("pencil "));
+        assert!(!verifier.checks_password(""));
+        let made = Verifier::generate("s3cret").unwrap();
+        assert!(made.checks_password("s3cret"));
+        assert!(!made.checks_password("S3cret"));
     }
 
     #[test]
