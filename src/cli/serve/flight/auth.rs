@@ -16,7 +16,7 @@ use tonic::codegen::{http, BoxFuture, Service};
 use tonic::server::NamedService;
 use tonic::Status;
 
-use super::service::Queries;
+use super::queries::Queries;
 
 /// The one call allowed without a token.
 const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";

@@ -190,7 +190,7 @@ pub async fn tables(
         let mut names = schema.table_names();
         names.sort();
         for name in names {
-            let Some(table) = schema.table(&name).await.map_err(super::service::status)? else {
+            let Some(table) = schema.table(&name).await.map_err(super::status::status)? else {
                 continue;
             };
             let table_schema = table.schema();

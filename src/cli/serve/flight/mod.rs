@@ -12,7 +12,9 @@
 
 mod auth;
 mod metadata;
+mod queries;
 mod service;
+mod status;
 
 use std::io;
 use std::net::SocketAddr;

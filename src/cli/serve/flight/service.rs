@@ -4,18 +4,15 @@
 //!
 //! A statement is parsed as the CLI parses it (DataFusion's SQL and calibsql's named
 //! arguments), planned and checked by the policy at `GetFlightInfo`, which answers the plan's
-//! schema and a ticket naming the result in the session ([`Queries`]); DDL and `SET` take
+//! schema and a ticket naming the result in the session ([`super::queries::Queries`]); DDL and `SET` take
 //! effect there, as DataFusion runs them while it makes the result. `DoGet` executes the
 //! result on the query runtime and streams its batches as they come (the client's pace holds
-//! the query back; a dropped stream stops it). Both run under one [`Stop`]: one clock,
+//! the query back; a dropped stream stops it). Both run under one [`Stop`](super::queries::Stop): one clock,
 //! `--query-timeout` from `GetFlightInfo` on, and one cancel, which `CancelFlightInfo` (or
 //! Flight SQL's older `CancelQuery`) triggers.
 
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
@@ -39,7 +36,7 @@ use arrow_flight::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
+use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
@@ -50,9 +47,10 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::super::connection::Server;
-use super::super::policy::refusal;
 use super::super::{log, scram, statements};
 use super::auth::{basic_credentials, FlightSession, Tokens};
+use super::queries::{Pending, Prepared, Stop};
+use super::status::{arrow_status, status};
 use super::{metadata, Peer};
 
 /// Flight's action that cancels a result (Flight SQL's older `CancelQuery` action is
@@ -64,125 +62,6 @@ const MAX_OPEN: usize = 256;
 const HANDLE_LEN: usize = 16;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
-
-/// A session's prepared statements and results, by handle.
-#[derive(Default)]
-pub struct Queries {
-    prepared: Mutex<HashMap<Vec<u8>, Arc<Prepared>>>,
-    results: Mutex<HashMap<Vec<u8>, Arc<Pending>>>,
-}
-
-/// A prepared statement: its plan (with placeholders) and the parameter rows bound last.
-struct Prepared {
-    plan: LogicalPlan,
-    /// The placeholders' types where the plan says (`$1` is index 0).
-    parameter_types: Vec<Option<DataType>>,
-    parameters: Mutex<Vec<Vec<ScalarValue>>>,
-}
-
-/// A result asked for with `GetFlightInfo`, from then until its stream ends.
-struct Pending {
-    /// The frames to stream one after the other (one per parameter row); taken by `DoGet`.
-    frames: Mutex<Option<Vec<DataFrame>>>,
-    /// The statement's clock and cancel flag.
-    stop: Arc<Stop>,
-}
-
-/// When a statement must stop: its cancel (by `CancelFlightInfo`, or its stream dropped) and
-/// its deadline (`--query-timeout` from its `GetFlightInfo` on).
-struct Stop {
-    /// The flag its parsing and planning look at ([`calibsql::cancel`]).
-    flag: calibsql::cancel::Cancel,
-    /// The flags of its executions, one each ([`Stop::execution_flag`]).
-    executions: Mutex<Vec<calibsql::cancel::Cancel>>,
-    cancelled: AtomicBool,
-    notify: tokio::sync::Notify,
-    deadline: Option<(tokio::time::Instant, Duration)>,
-}
-
-impl Stop {
-    fn new(limit: Option<Duration>) -> Arc<Stop> {
-        Arc::new(Stop {
-            flag: Default::default(),
-            executions: Mutex::new(Vec::new()),
-            cancelled: AtomicBool::new(false),
-            notify: tokio::sync::Notify::new(),
-            deadline: limit.map(|limit| (tokio::time::Instant::now() + limit, limit)),
-        })
-    }
-
-    /// A flag for one execution of the statement (one parameter row's), set when the
-    /// statement is cancelled. Each has its own, since an execution's stream sets its flag
-    /// when it ends ([`calibsql::cancel::execute_on`]) and the next must not see it set.
-    fn execution_flag(&self) -> calibsql::cancel::Cancel {
-        let flag = calibsql::cancel::Cancel::new();
-        if self.cancelled.load(Ordering::SeqCst) {
-            flag.cancel();
-        }
-        if let Ok(mut executions) = self.executions.lock() {
-            executions.push(flag.clone());
-        }
-        flag
-    }
-
-    fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        self.flag.cancel();
-        if let Ok(executions) = self.executions.lock() {
-            for flag in executions.iter() {
-                flag.cancel();
-            }
-        }
-        self.notify.notify_waiters();
-    }
-
-    /// Why the statement was stopped, if it was: its deadline passed, or it was cancelled.
-    /// An error of its operators after a stop (the flag they saw) is reported as this.
-    fn reason(&self) -> Option<Status> {
-        if let Some((at, limit)) = self.deadline {
-            if tokio::time::Instant::now() >= at {
-                return Some(Status::deadline_exceeded(statements::timed_out(limit)));
-            }
-        }
-        self.cancelled
-            .load(Ordering::SeqCst)
-            .then(|| Status::cancelled(statements::CANCELLED))
-    }
-
-    /// The status of `error`, an error of the statement's work: why it was stopped, if it
-    /// was.
-    fn status(&self, error: DataFusionError) -> Status {
-        self.reason().unwrap_or_else(|| status(error))
-    }
-
-    /// Resolves with the error that stops the statement: a cancel, or its deadline.
-    async fn stopped(&self) -> Status {
-        let deadline = async {
-            match self.deadline {
-                Some((at, limit)) => {
-                    tokio::time::sleep_until(at).await;
-                    limit
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let cancelled = async {
-            loop {
-                let notified = self.notify.notified();
-                if self.cancelled.load(Ordering::SeqCst) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        let error = tokio::select! {
-            _ = cancelled => Status::cancelled(statements::CANCELLED),
-            limit = deadline => Status::deadline_exceeded(statements::timed_out(limit)),
-        };
-        self.cancel();
-        error
-    }
-}
 
 /// A task on the query runtime, aborted (and its statement cancelled) when the call waiting
 /// for it goes away.
@@ -199,28 +78,6 @@ impl Drop for AbortOnDrop {
             self.task.abort();
         }
     }
-}
-
-/// A DataFusion error as a gRPC status, in the words the Postgres face uses (a policy's
-/// refusal word for word).
-pub fn status(e: DataFusionError) -> Status {
-    if let Some(refused) = refusal(&e) {
-        return Status::permission_denied(refused.0.clone());
-    }
-    let message = calibsql::errors::datafusion_message(&e);
-    match e.find_root() {
-        DataFusionError::SQL(..) | DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
-            Status::invalid_argument(message)
-        }
-        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message),
-        DataFusionError::NotImplemented(_) => Status::unimplemented(message),
-        DataFusionError::Execution(_) => Status::invalid_argument(message),
-        _ => Status::internal(message),
-    }
-}
-
-fn arrow_status(e: datafusion::arrow::error::ArrowError) -> Status {
-    status(DataFusionError::ArrowError(Box::new(e), None))
 }
 
 /// The session a call came with ([`super::auth::Guarded`] put it there).
