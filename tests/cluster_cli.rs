@@ -736,6 +736,17 @@ fn executors_spill_kept_rows_under_their_memory_limit() {
             && !stderr.contains("DataFusionError("),
         "{sql} on the cluster: {stderr}"
     );
+    // A function whose result grows with an argument's value is bounded by the executor's
+    // limit where it runs (a column argument: the executors evaluate it), with its words.
+    let sql = "SELECT max(length(repeat(CAST(site AS VARCHAR), 10000000))) AS n FROM t";
+    let remote = calibsql(&["--remote", &url, "-t", &table, "-c", sql], &[]);
+    let stderr = String::from_utf8_lossy(&remote.stderr);
+    assert!(
+        !remote.status.success()
+            && stderr.contains("repeat: the result would take up to")
+            && stderr.contains("a function's result may take under --memory-limit 8.0 MB"),
+        "{sql} on the cluster: {stderr}"
+    );
 }
 
 #[test]

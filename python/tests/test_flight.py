@@ -296,7 +296,12 @@ def test_tls_and_require_tls(binary, logs, tmp_path, cli, require):
         if require:
             with pytest.raises(AdbcError):
                 connect(tls)
-            assert "no TLS (--require-tls" in tls.log_text()
+            # The server logs the refusal as it closes the connection, which the client may
+            # see first: wait for the line (a hang guard, not a timing).
+            deadline = time.monotonic() + 30
+            while "no TLS (--require-tls" not in tls.log_text():
+                assert time.monotonic() < deadline, tls.log_text()
+                time.sleep(0.05)
         else:
             with connect(tls) as con:
                 assert_rows_equal(rows(con, sql), cli(sql))
