@@ -194,6 +194,67 @@ def test_a_cancel_request_stops_the_statements_operators(limited, sql, after):
         assert con.execute("SELECT 1 + 1").fetchone()[0] == 2
 
 
+def read_until(fd: int, text: str, seen: list[str]) -> None:
+    """Reads the terminal `fd` until its output past what earlier calls consumed shows
+    `text` (a hang guard of STOP seconds). `seen` holds the output: what was consumed, then
+    the rest, which the next call starts from."""
+    import select
+
+    output = seen.pop() if seen else ""
+    deadline = time.monotonic() + STOP
+    while text not in output:
+        assert time.monotonic() < deadline, f"no {text!r} in {output!r}"
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                output += os.read(fd, 4096).decode(errors="replace")
+            except OSError:
+                break
+    assert text in output, output
+    end = output.index(text) + len(text)
+    seen.extend([output[:end], output[end:]])
+
+
+def test_ctrl_c_in_the_repl_cancels_a_nested_loop_join_and_the_repl_goes_on(binary, tmp_path):
+    """The REPL on a real terminal (a pseudo-terminal): Ctrl-C while a statement runs is the
+    terminal's SIGINT to the REPL, which cancels the statement (its operators stop), says
+    "cancelled" and prompts again; the next statement answers."""
+    import pty
+
+    env = {**os.environ, "HOME": str(tmp_path), "TERM": "dumb"}
+    fd, terminal = pty.openpty()
+    # setsid -c: a session of its own whose controlling terminal is the pseudo-terminal, so
+    # that Ctrl-C there is SIGINT to the REPL (no Python runs in the child: this process has
+    # threads, and a forked copy of it may hang on a lock one of them held).
+    repl = subprocess.Popen(
+        ["setsid", "-c", str(binary)], stdin=terminal, stdout=terminal, stderr=terminal, env=env
+    )
+    os.close(terminal)
+    pid = repl.pid
+    seen: list[str] = []
+    try:
+        read_until(fd, "calibsql> ", seen)
+        before = cpu_seconds(pid)
+        os.write(fd, (NESTED_LOOP + ";\r").encode())
+        # Until the join has worked a CPU-second (a hang guard of STOP seconds).
+        deadline = time.monotonic() + STOP
+        while cpu_seconds(pid) - before < 1:
+            assert time.monotonic() < deadline, "the join is not running"
+            time.sleep(0.1)
+        os.write(fd, b"\x03")  # Ctrl-C
+        read_until(fd, "cancelled", seen)
+        read_until(fd, "calibsql> ", seen)
+        wait_until_idle(pid)
+        os.write(fd, b"SELECT 40 + 2 AS x;\r")
+        read_until(fd, "42", seen)
+        os.write(fd, b"\\q\r")
+        assert repl.wait(STOP) == 0, seen
+    finally:
+        repl.kill()
+        repl.wait()
+        os.close(fd)
+
+
 def open_spill_files() -> set[str]:
     """The spill files this process has open: DataFusion's disk manager keeps them in a
     temporary directory of its own (`…/.tmpXXXX/.tmpYYYY`)."""

@@ -21,6 +21,10 @@ struct State {
     /// that starts now starts cancelled. This closes the gap between a Ctrl-C and the
     /// statement about to run on the thread that would otherwise notice it.
     interrupted: bool,
+    /// The REPL is at its prompt, where Ctrl-C edits the line: this thread's Ctrl-C is not
+    /// remembered. (It can get a Ctrl-C after the REPL's own handler did and the prompt came
+    /// back: remembered, it cancelled the next statement at its start.)
+    at_prompt: bool,
 }
 
 fn state() -> std::sync::MutexGuard<'static, State> {
@@ -56,9 +60,10 @@ pub fn watch() {
                     let _ = listening.send(());
                     while interrupts.next().await {
                         let mut state = state();
-                        state.interrupted = true;
+                        state.interrupted = !state.at_prompt;
                         if let Some(cancel) = state.running.as_ref() {
                             cancel.cancel();
+                            INTERRUPTED.notify_waiters();
                         }
                     }
                 });
@@ -103,6 +108,17 @@ impl Interrupts {
     }
 }
 
+/// Woken when a Ctrl-C has cancelled the running statement ([`interrupted`]).
+static INTERRUPTED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Resolves when a Ctrl-C cancels the statement running then: the REPL waits for this
+/// beside the statement, so that one Ctrl-C is seen once, by this module's thread (a second
+/// listener of its own could see the same Ctrl-C after the prompt was back and cancel the
+/// next statement).
+pub async fn interrupted() {
+    INTERRUPTED.notified().await;
+}
+
 /// A new statement's flag, the one Ctrl-C sets until the returned guard is dropped.
 pub fn statement() -> (Cancel, Running) {
     watch();
@@ -111,14 +127,17 @@ pub fn statement() -> (Cancel, Running) {
     if state.interrupted {
         cancel.cancel();
     }
+    state.at_prompt = false;
     state.running = Some(cancel.clone());
     (cancel, Running(()))
 }
 
-/// Forgets the Ctrl-Cs so far: the REPL calls this before each prompt, where a Ctrl-C edits
-/// the line instead of cancelling a statement.
+/// Forgets the Ctrl-Cs so far, and ignores those until the next [`statement`]: the REPL calls
+/// this before each prompt, where a Ctrl-C edits the line instead of cancelling a statement.
 pub fn forget() {
-    state().interrupted = false;
+    let mut state = state();
+    state.interrupted = false;
+    state.at_prompt = true;
 }
 
 /// While it lives, Ctrl-C cancels the statement [`statement`] made.

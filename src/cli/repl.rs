@@ -106,7 +106,7 @@ async fn run_cancellable(session: &mut Session, sql: &str) {
     // Ctrl-C first: the statement it cancelled may fail at the same moment.
     let result = tokio::select! {
         biased;
-        _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+        _ = super::interrupt::interrupted() => Err(Interrupted.into()),
         result = session.run_sql(sql) => result,
     };
     let _ = session.flush();
