@@ -1,7 +1,8 @@
 """What a careless or hostile statement meets in the server and the Python module: deep
 expressions refused by name (the server stays up), results that grow with an argument's
 value refused under the memory limit with the server's peak memory read, a cancel request
-or Ctrl-C stopping a nested-loop join in its operators (the process's CPU time stops), and
+or Ctrl-C stopping a nested-loop join, a sort, a spill merge and 4,000 fits' optimisation in
+their operators (the process's CPU time stops), Ctrl-C in the REPL on a pseudo-terminal, and
 the clients built on SQLAlchemy. The CLI's side of the same: tests/cli/hardening.rs.
 
 Then what issue 52 found fine already, kept so against `calibsql serve --memory-limit 512M`
