@@ -5,8 +5,8 @@ Parquet files locally; with the server's peak memory. A bench, not a test: it as
     python benches/flight.py [--binary PATH] [--rows 2M] [--repeat 3]
 
 Needs pyarrow, psycopg 3 and adbc-driver-flightsql (the Python tests' venv has them:
-~/.cache/calibsql/venv/bin/python) and a calibsql built with the serve feature (the default
-binary is target/release/calibsql if it exists, else $CARGO_TARGET_DIR/debug/calibsql).
+~/.cache/calibsql/venv/bin/python) and a calibsql built with the serve feature (by default
+$CARGO_TARGET_DIR's release binary, else its debug one: benches/serving.py).
 `--rows` are generated; the table is the test half of them. Each way runs --repeat times; the
 best time counts (the first run also warms the page cache).
 """
@@ -14,9 +14,6 @@ best time counts (the first run also warms the page cache).
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -25,24 +22,10 @@ import adbc_driver_flightsql.dbapi as flightsql
 import psycopg
 import pyarrow.parquet as pq
 
-PASSWORD = "bench password"
+from serving import PASSWORD, USER, default_binary, peak_rss_mib, port, serving
+
 COLUMNS = ["site_id", "p_model", "click"]
 QUERY = f"SELECT {', '.join(COLUMNS)} FROM t"
-
-
-def default_binary() -> Path:
-    root = Path(__file__).resolve().parents[1]
-    candidates = [root / "target" / "release" / "calibsql"]
-    candidates.append(Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "debug" / "calibsql")
-    for path in candidates:
-        if path.exists():
-            return path
-    raise SystemExit("no calibsql built: build it first (cargo build --release --features serve)")
-
-
-def peak_rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
 
 
 def best(repeat: int, fetch) -> tuple[float, int]:
@@ -65,39 +48,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="calibsql-flight-bench-") as work:
         work = Path(work)
         data = work / "data" / "test"
-        subprocess.run([binary, "generate", "--rows", args.rows, "--out", work / "data", "-q"], check=True)
-        verifier = subprocess.run([binary, "hash-password"], input=PASSWORD + "\n", text=True,
-                                  capture_output=True, check=True).stdout.strip()
-        users = work / "users"
-        users.write_text(f"bench:{verifier}\n")
-        users.chmod(0o600)
-        log = open(work / "log", "wb")
-        server = subprocess.Popen([binary, "serve", "--users", users, "--bind", "127.0.0.1:0",
-                                   "--flight-bind", "127.0.0.1:0", "--table", f"t={data}"],
-                                  stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            while not (m := re.search(r"Flight SQL listening on 127\.0\.0\.1:(\d+)",
-                                      (work / "log").read_text())):
-                if server.poll() is not None:
-                    raise SystemExit((work / "log").read_text())
+        with serving(binary, work, args.rows, "--flight-bind", "127.0.0.1:0") as (server, log):
+            while "Flight SQL listening on" not in log():
                 time.sleep(0.02)
-            flight_port = int(m.group(1))
-            pg_port = int(re.search(r"serve: listening on 127\.0\.0\.1:(\d+)",
-                                    (work / "log").read_text()).group(1))
+            flight_port = port(log(), r"Flight SQL listening on ")
+            pg_port = port(log(), r"serve: listening on ")
 
             def local() -> int:
                 return pq.read_table(data, columns=COLUMNS).num_rows
 
             def adbc() -> int:
                 with flightsql.connect(f"grpc://127.0.0.1:{flight_port}", autocommit=True,
-                                       db_kwargs={"username": "bench", "password": PASSWORD}) as con:
+                                       db_kwargs={"username": USER, "password": PASSWORD}) as con:
                     with con.cursor() as cur:
                         cur.execute(QUERY)
                         return cur.fetch_arrow_table().num_rows
 
             def postgres() -> int:
                 with psycopg.connect(host="127.0.0.1", port=pg_port, dbname="calibsql",
-                                     user="bench", password=PASSWORD, sslmode="disable",
+                                     user=USER, password=PASSWORD, sslmode="disable",
                                      autocommit=True) as con:
                     return len(con.execute(QUERY).fetchall())
 
@@ -114,10 +83,6 @@ def main() -> None:
             print(f"Flight SQL is {results['psycopg, Postgres wire'] / flight:.1f}x psycopg's "
                   f"speed and takes {flight / results['pyarrow, local Parquet']:.1f}x the local read")
             print(f"server peak RSS: {peak_rss_mib(server.pid):.0f} MiB")
-        finally:
-            server.kill()
-            server.wait()
-            log.close()
 
 
 if __name__ == "__main__":

@@ -4,18 +4,15 @@ clients at once, and the server's peak memory. A bench, not a test: it asserts n
     python benches/serve.py [--binary PATH] [--rows 20K] [--seconds 15]
 
 Needs psycopg 3 (the Python tests' venv has it: ~/.cache/calibsql/venv/bin/python) and a
-calibsql built with the serve feature (the default binary is $CARGO_TARGET_DIR/debug/calibsql,
-else target/release/calibsql if it exists). Each client holds one connection and runs the
+calibsql built with the serve feature (by default $CARGO_TARGET_DIR's release binary, else
+its debug one: benches/serving.py). Each client holds one connection and runs the
 query back to back for --seconds; the latency is the client's (send to last row).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -23,31 +20,19 @@ from pathlib import Path
 
 import psycopg
 
-PASSWORD = "bench password"
+from serving import PASSWORD, USER, default_binary, peak_rss_mib, port, serving
+
 QUERY = "SELECT ece(p_model, click) FROM t"
 
 
-def default_binary() -> Path:
-    target = Path(os.environ.get("CARGO_TARGET_DIR", Path(__file__).resolve().parents[1] / "target"))
-    for profile in ("release", "debug"):
-        if (target / profile / "calibsql").exists():
-            return target / profile / "calibsql"
-    raise SystemExit(f"no calibsql under {target}: build it first")
-
-
-def peak_rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
-
-
-def run_clients(port: int, clients: int, seconds: float) -> list[float]:
+def run_clients(pg_port: int, clients: int, seconds: float) -> list[float]:
     latencies: list[float] = []
     lock = threading.Lock()
     deadline = time.monotonic() + seconds
 
     def client() -> None:
         mine = []
-        with psycopg.connect(host="127.0.0.1", port=port, dbname="calibsql", user="bench",
+        with psycopg.connect(host="127.0.0.1", port=pg_port, dbname="calibsql", user=USER,
                              password=PASSWORD, sslmode="disable", autocommit=True) as con:
             con.execute(QUERY).fetchall()  # warm the connection
             while time.monotonic() < deadline:
@@ -73,36 +58,17 @@ def main() -> None:
     args = parser.parse_args()
     binary = args.binary or default_binary()
     with tempfile.TemporaryDirectory(prefix="calibsql-serve-bench-") as work:
-        work = Path(work)
-        subprocess.run([binary, "generate", "--rows", args.rows, "--out", work / "data", "-q"], check=True)
-        verifier = subprocess.run([binary, "hash-password"], input=PASSWORD + "\n", text=True,
-                                  capture_output=True, check=True).stdout.strip()
-        users = work / "users"
-        users.write_text(f"bench:{verifier}\n")
-        users.chmod(0o600)
-        log = open(work / "log", "wb")
-        server = subprocess.Popen([binary, "serve", "--users", users, "--bind", "127.0.0.1:0",
-                                   "--table", f"t={work / 'data' / 'test'}"],
-                                  stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            while not (m := re.search(r"listening on 127\.0\.0\.1:(\d+)", (work / "log").read_text())):
-                if server.poll() is not None:
-                    raise SystemExit((work / "log").read_text())
-                time.sleep(0.02)
-            port = int(m.group(1))
+        with serving(binary, Path(work), args.rows) as (server, log):
+            pg_port = port(log(), r"serve: listening on ")
             print(f"calibsql serve bench: {binary}, {QUERY!r} over {args.rows} generated rows "
                   f"(half in t), {args.seconds:g} s per level")
             print(f"{'clients':>7} {'queries':>8} {'qps':>8} {'p50 ms':>8} {'p99 ms':>8}")
             for clients in (1, 8, 32):
-                latencies = sorted(run_clients(port, clients, args.seconds))
+                latencies = sorted(run_clients(pg_port, clients, args.seconds))
                 p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
                 print(f"{clients:>7} {len(latencies):>8} {len(latencies) / args.seconds:>8.1f} "
                       f"{statistics.median(latencies) * 1e3:>8.2f} {p99 * 1e3:>8.2f}")
             print(f"server peak RSS: {peak_rss_mib(server.pid):.0f} MiB")
-        finally:
-            server.kill()
-            server.wait()
-            log.close()
 
 
 if __name__ == "__main__":
