@@ -366,9 +366,34 @@ fn ctrl_c_stops_a_nested_loop_join_in_its_operators() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Then let the join start (the build side is collected in well under a second).
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(process.try_wait().is_none(), "{}", process.stderr_tail());
+    // Then let the join run: two CPU-seconds of the process (its start-up takes well under
+    // one), so that the Ctrl-C reaches the running join, not a process still starting on a
+    // loaded machine.
+    let cpu_seconds = |pid: u32| -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // SAFETY: sysconf has no preconditions.
+        (ticks(11) + ticks(12)) / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    };
+    let running = Instant::now();
+    while cpu_seconds(process.id()) < 2.0 {
+        assert!(
+            running.elapsed() < Duration::from_secs(120) && process.try_wait().is_none(),
+            "{}",
+            process.stderr_tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // SAFETY: signalling our own child by its pid.
     assert_eq!(unsafe { libc::kill(process.id() as i32, libc::SIGINT) }, 0);
     let interrupted = Instant::now();
