@@ -132,6 +132,11 @@ pub fn statement() -> (Cancel, Running) {
     (cancel, Running(()))
 }
 
+/// Whether a Ctrl-C came since the start (or since the last prompt) outside the prompt.
+pub fn seen() -> bool {
+    state().interrupted
+}
+
 /// Forgets the Ctrl-Cs so far, and ignores those until the next [`statement`]: the REPL calls
 /// this before each prompt, where a Ctrl-C edits the line instead of cancelling a statement.
 pub fn forget() {

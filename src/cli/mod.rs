@@ -96,6 +96,11 @@ fn large_stacks_for_every_thread() {
 
 fn run() -> anyhow::Result<()> {
     let options = options::parse(std::env::args_os(), Terminals::detect())?;
+    if matches!(options.mode, Mode::Interactive | Mode::Batch(_)) {
+        // Listen for Ctrl-C before anything slow: until then a SIGINT ends the process, or is
+        // lost when the process was started with SIGINT ignored (a script's `cmd &`).
+        interrupt::watch();
+    }
     let runtime = calibsql::nesting::runtime_builder()
         .build()
         .context("cannot start the async runtime")?;
@@ -106,20 +111,26 @@ fn run() -> anyhow::Result<()> {
 async fn run_async(options: Options) -> anyhow::Result<()> {
     match &options.mode {
         Mode::Interactive => {
-            interrupt::watch();
             let mut session = Session::new(&options).await?;
             repl::run(&mut session).await?;
             session.flush()?;
             Ok(())
         }
         Mode::Batch(sources) => {
-            interrupt::watch();
             // Ctrl-C ends the whole run (exit 130); dropping the future cancels the query.
-            // Checked first: the statement it cancelled may fail at the same moment.
+            // Checked first: the statement it cancelled may fail at the same moment. A Ctrl-C
+            // before `ctrl_c()` listens still made the statement start cancelled: its error
+            // is the Ctrl-C's too.
             tokio::select! {
                 biased;
                 _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
-                result = run_batch(&options, sources) => result,
+                result = run_batch(&options, sources) => result.map_err(|error| {
+                    if interrupt::seen() {
+                        Interrupted.into()
+                    } else {
+                        error
+                    }
+                }),
             }
         }
         Mode::Tool(command) => {

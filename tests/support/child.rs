@@ -326,15 +326,17 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Whether process `pid` has a thread named `name` (Linux: `/proc/PID/task/*/comm`, where a
-/// name is cut to 15 bytes).
+/// Whether process `pid` has a handler for SIGINT installed (bit 2 of `SigCgt` in its
+/// `/proc/PID/status`): from then on a SIGINT reaches its handler, whatever disposition the
+/// process inherited (a script's `cmd &` starts it with SIGINT ignored, and a SIGINT before
+/// the handler is lost).
 #[cfg(target_os = "linux")]
-#[allow(dead_code)] // not every test binary that includes this file looks at threads
-pub fn has_thread(pid: u32, name: &str) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().any(|task| {
-        std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim_end() == name)
-    })
+#[allow(dead_code)] // not every test binary that includes this file signals its children
+pub fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
 }
