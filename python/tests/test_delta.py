@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import calibsql
@@ -242,6 +243,124 @@ def test_a_schema_change_and_a_table_with_a_reader_feature_it_cannot_read(binary
     assert "panicked" not in done.stderr and "Backtrace" not in done.stderr
 
 
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85(data: bytes) -> str:
+    """ZeroMQ's Z85 (RFC 32): big-endian base 85 of each 4 bytes, as Python's base85 is, in
+    another alphabet."""
+    import base64
+
+    ours = base64.b85encode(data).decode()
+    python = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+    return ours.translate(str.maketrans(python, Z85))
+
+
+def delete_with_a_deletion_vector(table: Path, file: str, positions: list[int]) -> None:
+    """Marks rows `positions` (0-based, in the file's row order) of data file `file` deleted
+    the way Spark and Databricks do, with a deletion vector, as one new commit (delta-rs's
+    own DELETE rewrites files instead, so no PyPI writer makes one). Written by the Delta
+    protocol (PROTOCOL.md, "Deletion Vectors"): a `deletion_vector_<uuid>.bin` file holding a
+    format byte, then the vector's size (big-endian), the portable RoaringBitmap magic
+    1681511377 (little-endian), the 64-bit portable Roaring bitmap (serialized by pyroaring,
+    the Roaring authors' binding) and a CRC-32 of magic and bitmap (big-endian); then a commit
+    that removes the file's `add` and adds it again with the vector's descriptor (storage
+    type "u": the file's UUID in Z85, relative to the table)."""
+    import struct
+    import uuid
+    import zlib
+
+    from pyroaring import BitMap64
+
+    log = table / "_delta_log"
+    latest = max(int(entry.stem) for entry in log.glob("*.json"))
+    added = None
+    for version in range(latest + 1):
+        for line in (log / f"{version:020}.json").read_text().splitlines():
+            action = json.loads(line)
+            if action.get("add", {}).get("path") == file:
+                added = action["add"]
+    assert added is not None, file
+    name = uuid.uuid4()
+    bitmap = struct.pack("<I", 1681511377) + BitMap64(positions).serialize()
+    (table / f"deletion_vector_{name}.bin").write_bytes(
+        b"\x01" + struct.pack(">I", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap))
+    )
+    now = int(time.time() * 1000)
+    removed = {
+        "path": file, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
+        "partitionValues": added["partitionValues"], "size": added["size"],
+    }
+    vector = {
+        "storageType": "u", "pathOrInlineDv": z85(name.bytes), "offset": 1,
+        "sizeInBytes": len(bitmap), "cardinality": len(set(positions)),
+    }
+    commit = [
+        {"commitInfo": {"timestamp": now, "operation": "DELETE", "engineInfo": "calibsql tests"}},
+        {"remove": removed},
+        {"add": {**added, "modificationTime": now, "dataChange": True, "deletionVector": vector}},
+    ]
+    (log / f"{latest + 1:020}.json").write_text("\n".join(json.dumps(a) for a in commit) + "\n")
+
+
+def test_rows_deleted_by_a_deletion_vector_are_not_read(binary, tmp_path):
+    # Two files; rows of site 7 in the first are deleted by a deletion vector, the file stays.
+    path = tmp_path / "vectors"
+    first, second = batch(21, 5_000), batch(22, 3_000)
+    write_deltalake(
+        str(path), as_arrow(first), configuration={"delta.enableDeletionVectors": "true"}
+    )
+    write_deltalake(str(path), as_arrow(second), mode="append")
+    (file,) = DeltaTable(str(path), version=0).file_uris()
+    deleted = np.flatnonzero(first["site"] == 7)
+    # The rows' order in the Parquet file, read by pyarrow, is the order they were written in.
+    assert np.array_equal(pq.read_table(file).column("site").to_numpy(), first["site"])
+    delete_with_a_deletion_vector(path, Path(file).name, deleted.tolist())
+
+    keep = first["site"] != 7
+    now = concat([{k: v[keep] for k, v in first.items()}, second])
+    got = rows(cli(binary, "--table", f"t={path}", "-c", METRICS.format(table="t")))
+    assert_metrics(got[0], expected_metrics(now))
+    # The same through the Python module, with a filter the scan may push down.
+    session = calibsql.connect().register("t", str(path))
+    n = session.sql("SELECT count(*) AS n FROM t WHERE site IN (6, 7)").to_pylist()[0]["n"]
+    assert n == int(np.isin(now["site"], [6, 7]).sum())
+    # Version 1, before the vector, still has every row.
+    before = concat([first, second])
+    got = rows(cli(binary, "-c", METRICS.format(table=f"delta_scan('{path}', version => 1)")))
+    assert_metrics(got[0], expected_metrics(before))
+    # An INSERT into the table keeps the deleted rows deleted.
+    third = batch(23, 1_000)
+    extra = tmp_path / "extra.parquet"
+    pq.write_table(as_arrow(third), extra)
+    cli(
+        binary, "--table", f"t={path}", "--table", f"x={extra}",
+        "-c", "INSERT INTO t SELECT site, p, y FROM x",
+    )
+    # One version more (the `deltalake` package cannot read a table with deletion vectors).
+    assert DeltaTable(str(path)).version() == 3
+    got = rows(cli(binary, "--table", f"t={path}", "-c", METRICS.format(table="t")))
+    assert_metrics(got[0], expected_metrics(concat([now, third])))
+
+
+def test_a_table_with_column_mapping_is_read_by_its_column_names(binary, tmp_path):
+    # Column mapping "name": the Parquet files name their columns `col-<uuid>`, the log maps them.
+    path = tmp_path / "mapped"
+    b = batch(24, 2_000)
+    columns = {"site id": b["site"], "p": b["p"], "y": b["y"]}
+    write_deltalake(
+        str(path), as_arrow(columns), configuration={"delta.columnMapping.mode": "name"}
+    )
+    (file,) = DeltaTable(str(path)).file_uris()
+    assert all(name.startswith("col-") for name in pq.read_schema(file).names)
+    got = rows(cli(
+        binary, "--table", f"t={path}", "-c",
+        'SELECT count(*) AS n, sum("site id") AS sites, brier(p, y) AS brier FROM t',
+    ))
+    assert got[0]["n"] == 2_000 and got[0]["sites"] == int(b["site"].sum()), got
+    assert abs(got[0]["brier"] - float(np.mean((b["p"] - b["y"]) ** 2))) <= 1e-12, got
+
+
 def test_calibsql_writes_one_version_per_insert_and_deltalake_reads_it(binary, events, tmp_path):
     source, versions, _ = events
     out = tmp_path / "daily"
@@ -303,7 +422,6 @@ def test_a_fitted_model_round_trips_through_a_delta_table(binary, events, tmp_pa
         binary, "--table", f"t={source}", "-c",
         f"COPY (SELECT 'platt' AS name, fit_platt(p, y) AS model FROM t) TO '{tmp_path / 'm.parquet'}'",
     )
-    import pyarrow.parquet as pq
     model = pq.read_table(tmp_path / "m.parquet")
     write_deltalake(str(out), model)
     got = rows(
