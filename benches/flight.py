@@ -1,6 +1,9 @@
 """Fetching a whole table of 3 columns into Python three ways: ADBC over `calibsql serve`'s
 Arrow Flight SQL listener, psycopg over its Postgres listener, and pyarrow reading the same
-Parquet files locally; with the server's peak memory. A bench, not a test: it asserts nothing.
+Parquet files locally. Then the server's memory: how far it rises above its resting size while
+1 and 4 ADBC clients at once stream the whole table, against the same scan summed to one row
+(the query's own memory): the difference is what streaming costs, to set against one batch.
+A bench, not a test: it asserts nothing.
 
     python benches/flight.py [--binary PATH] [--rows 2M] [--repeat 3]
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -22,7 +26,8 @@ import adbc_driver_flightsql.dbapi as flightsql
 import psycopg
 import pyarrow.parquet as pq
 
-from serving import PASSWORD, USER, default_binary, peak_rss_mib, port, serving
+from serving import (PASSWORD, USER, default_binary, peak_rss_mib, port, reset_peak_rss,
+                     rss_mib, serving)
 
 COLUMNS = ["site_id", "p_model", "click"]
 QUERY = f"SELECT {', '.join(COLUMNS)} FROM t"
@@ -57,12 +62,16 @@ def main() -> None:
             def local() -> int:
                 return pq.read_table(data, columns=COLUMNS).num_rows
 
-            def adbc() -> int:
+            def adbc(query: str = QUERY) -> int:
                 with flightsql.connect(f"grpc://127.0.0.1:{flight_port}", autocommit=True,
                                        db_kwargs={"username": USER, "password": PASSWORD}) as con:
                     with con.cursor() as cur:
-                        cur.execute(QUERY)
+                        cur.execute(query)
                         return cur.fetch_arrow_table().num_rows
+
+            def summed() -> int:
+                # The same scan with a one-row answer: the query's own memory, without streaming.
+                return adbc(f"SELECT {', '.join(f'sum({c})' for c in COLUMNS)} FROM t")
 
             def postgres() -> int:
                 with psycopg.connect(host="127.0.0.1", port=pg_port, dbname="calibsql",
@@ -82,7 +91,20 @@ def main() -> None:
             flight = results["ADBC, Flight SQL"]
             print(f"Flight SQL is {results['psycopg, Postgres wire'] / flight:.1f}x psycopg's "
                   f"speed and takes {flight / results['pyarrow, local Parquet']:.1f}x the local read")
-            print(f"server peak RSS: {peak_rss_mib(server.pid):.0f} MiB")
+            # One batch: DataFusion's 8192 rows of the three columns (two BIGINT and a DOUBLE).
+            print(f"server memory above its resting size, at its peak (one batch: "
+                  f"{8192 * 3 * 8 / 2**20:.2f} MiB):")
+            for clients in (1, 4):
+                for name, fetch in [("the scan summed", summed), ("the whole table", adbc)]:
+                    resting = rss_mib(server.pid)
+                    reset_peak_rss(server.pid)
+                    threads = [threading.Thread(target=fetch) for _ in range(clients)]
+                    for thread in threads:
+                        thread.start()
+                    for thread in threads:
+                        thread.join()
+                    print(f"  {clients} ADBC client(s) fetching {name:>15}: "
+                          f"+{peak_rss_mib(server.pid) - resting:5.0f} MiB")
 
 
 if __name__ == "__main__":

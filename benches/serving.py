@@ -25,8 +25,23 @@ def default_binary() -> Path:
 
 
 def peak_rss_mib(pid: int) -> float:
+    """Process `pid`'s peak resident memory since it started or since `reset_peak_rss`."""
+    return _status_mib(pid, "VmHWM")
+
+
+def rss_mib(pid: int) -> float:
+    """Process `pid`'s resident memory now."""
+    return _status_mib(pid, "VmRSS")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Starts `peak_rss_mib` again from the memory resident now (Linux: `clear_refs` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def _status_mib(pid: int, field: str) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+    return int(re.search(rf"{field}:\s+(\d+) kB", status).group(1)) / 1024
 
 
 @contextlib.contextmanager
