@@ -825,6 +825,7 @@ async fn scalars_reject_bad_values() {
             "wilson_interval",
             "pos_rate",
         ),
+        ("downsample_correct(X, 0.1)", "downsample_correct", "p"),
     ];
     for (call, func, arg) in probabilities {
         for (sql_value, shown) in values {
@@ -890,6 +891,26 @@ async fn scalars_reject_bad_values() {
             "popularity_propensity(1, X)",
             "CAST('Infinity' AS DOUBLE)",
             "popularity_propensity: argument max_count must be finite and > 0, got inf",
+        ),
+        (
+            "downsample_correct(0.5, X)",
+            "CAST('NaN' AS DOUBLE)",
+            "downsample_correct: argument rate must be in (0, 1], got NaN",
+        ),
+        (
+            "downsample_correct(0.5, X)",
+            "CAST('Infinity' AS DOUBLE)",
+            "downsample_correct: argument rate must be in (0, 1], got inf",
+        ),
+        (
+            "downsample_correct(0.5, X)",
+            "0.0",
+            "downsample_correct: argument rate must be in (0, 1], got 0",
+        ),
+        (
+            "downsample_correct(0.5, X)",
+            "1.5",
+            "downsample_correct: argument rate must be in (0, 1], got 1.5",
         ),
     ];
     for (call, sql_value, want) in others {

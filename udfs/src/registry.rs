@@ -80,6 +80,7 @@ fn functions() -> Vec<Function> {
         scalar(CalibScalar::new(ScalarKind::WilsonZ)),
         scalar(CalibScalar::new(ScalarKind::ConfCalibMultiplier)),
         scalar(CalibScalar::new(ScalarKind::PopularityPropensity)),
+        scalar(CalibScalar::new(ScalarKind::DownsampleCorrect)),
         scalar(Calibrate::new()),
     ]);
     functions

@@ -1,5 +1,6 @@
 //! Scalar helpers: `sigmoid`, `logit`, the Wilson interval and ConfCalib's deviation score and
-//! multiplier [Zhao et al. eq. 1–3], and the popularity propensity [Kweon et al.; Liang eq. 6.6].
+//! multiplier [Zhao et al. eq. 1–3], the popularity propensity [Kweon et al.; Liang eq. 6.6],
+//! and the correction of a model trained on downsampled negatives [He et al. 2014, §6.3].
 //!
 //! Every argument is read as Float64; a NULL argument gives NULL; a bad value is an execution
 //! error naming the function, the argument and the value.
@@ -31,6 +32,7 @@ pub enum ScalarKind {
     WilsonZ,
     ConfCalibMultiplier,
     PopularityPropensity,
+    DownsampleCorrect,
 }
 
 #[user_doc(
@@ -131,6 +133,24 @@ the probability that an item with `count` interactions was shown, relative to th
 )]
 struct PopularityPropensityDoc;
 
+#[user_doc(
+    doc_section(label = "Calibration Helpers"),
+    description = "The probability a model trained on negatives kept at `rate` predicts, corrected to the \
+population it was sampled from (He et al. 2014, \"Practical lessons from predicting clicks on ads at \
+Facebook\", §6.3): `q = p / (p + (1 − p)/rate)`, the same as `sigmoid(logit(p) + ln(rate))`. 0 and 1 stay; \
+rate 1 changes nothing. Apply it before any calibrator fitted on the full population's labels.",
+    syntax_example = "downsample_correct(p, rate)",
+    sql_example = r#"```sql
+> SELECT downsample_correct(0.5, 0.1) AS q, downsample_correct(0.2, 1) AS same;
++---------------------+------+
+| q                   | same |
++---------------------+------+
+| 0.09090909090909091 | 0.2  |
++---------------------+------+
+```"#
+)]
+struct DownsampleCorrectDoc;
+
 /// One of the scalar helpers.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct CalibScalar {
@@ -214,6 +234,16 @@ impl ScalarKind {
                             .doc("Lower clip, a constant in [0, 1]. Default 0.1."),
                     ]
                 },
+            ),
+            ScalarKind::DownsampleCorrect => (
+                "downsample_correct",
+                const {
+                    &[
+                        num("p").doc("Probability predicted by the model trained on the sample, in [0, 1]."),
+                        num("rate").doc("Share of the negatives kept in the training sample, in (0, 1] (a column or a constant)."),
+                    ]
+                },
+                NONE,
             ),
         };
         CallShape {
@@ -418,6 +448,7 @@ impl ScalarUDFImpl for CalibScalar {
             ScalarKind::WilsonZ => WilsonZDoc.doc(),
             ScalarKind::ConfCalibMultiplier => ConfCalibMultiplierDoc.doc(),
             ScalarKind::PopularityPropensity => PopularityPropensityDoc.doc(),
+            ScalarKind::DownsampleCorrect => DownsampleCorrectDoc.doc(),
         };
         crate::common::documented(doc, &self.shape())
     }
@@ -505,10 +536,25 @@ fn scalar_row(kind: ScalarKind, a: &[f64]) -> Result<f64> {
             let clip = a.get(3).copied().unwrap_or(DEFAULT_PROPENSITY_CLIP);
             (count / max).powf(eta).max(clip)
         }
+        ScalarKind::DownsampleCorrect => {
+            let func = "downsample_correct";
+            let p = check_p(func, "p", a[0])?;
+            let rate = a[1];
+            if !(rate > 0.0 && rate <= 1.0) {
+                return exec_err!("{func}: argument rate must be in (0, 1], got {rate}");
+            }
+            downsample_correct(p, rate)
+        }
         ScalarKind::WilsonInterval => {
             return internal_err!("wilson_interval is evaluated by wilson_interval_array")
         }
     })
+}
+
+/// `p` of a model trained on negatives kept at `rate`, for the whole population: the odds
+/// `p/(1 − p)` times `rate` (He et al. 2014, §6.3). `p` in [0, 1], `rate` in (0, 1].
+pub fn downsample_correct(p: f64, rate: f64) -> f64 {
+    p / (p + (1.0 - p) / rate)
 }
 
 fn wilson_interval_array(cols: &[&Float64Array], len: usize) -> Result<ArrayRef> {

@@ -10,9 +10,14 @@ confcalib_multiplier, popularity_propensity.
   confcalib_multiplier(p_hat, r, n [, lam=1.96]) = bound(r, n, z') / p_hat on p_hat's side,
                 z' = lam (2 / (1 + exp(-z/2)) - 1), z = wilson_z(p_hat, r, n); 1 when p_hat = r or n = 0
   popularity_propensity(c, m [, eta=0.5 [, clip=0.1]]) = max((c/m)^eta, clip)
+  downsample_correct(p, rate) = p / (p + (1 - p)/rate) (He et al. 2014, section 6.3); cross-checked
+                as scipy.special.expit(logit(p) + log(rate)) (the odds times rate) and, with
+                fractions.Fraction, as the positive share of a population whose sample, negatives
+                kept at rate, has positive share p
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import brentq
@@ -64,6 +69,19 @@ def confcalib(ph, r, n, lam=1.96):
 
 def popularity(c, m, eta=0.5, clip=0.1):
     return max((c / m) ** eta, clip)
+
+
+def downsample(p, rate):
+    q = p / (p + (1 - p) / rate)
+    if 0 < p < 1:
+        assert abs(float(expit(logit(p) + math.log(rate))) - q) <= 1e-12 * q, (p, rate)  # through log and exp
+    # Bayes on counts: a sample with positives pos and negatives neg (share p) came from a
+    # population with the same positives and neg / rate negatives.
+    fp, fr = Fraction(p), Fraction(rate)
+    pos, neg = fp, 1 - fp
+    exact_q = pos / (pos + neg / fr)
+    assert abs(float(exact_q) - q) <= 4e-16 * max(q, 1e-300), (p, rate, q, float(exact_q))
+    return q
 
 
 def rel_table(fn_sql, cases, comment, tol=1e-14, types=None):
@@ -203,6 +221,20 @@ def sections():
                     "with the max from a window, integer counts; NULL count gives NULL"))
     pp.append(exact("SELECT popularity_propensity(NULL, 10), popularity_propensity(3, NULL)", "RR", [[None, None]], "NULL arguments"))
     out["popularity_propensity"] = pp
+
+    # ---- downsample_correct
+    dcases = [(0.5, 0.1), (0.2, 1.0), (0.01, 0.01), (0.9, 0.05), (1e-9, 0.5), (0.999999, 0.001),
+              (0.0, 0.3), (1.0, 0.3), (0.3, 1e-6), (0.42, 0.75)]
+    dc = [rel_table("downsample_correct", [((p, r), downsample(p, r)) for p, r in dcases],
+                    "downsample_correct = p / (p + (1 - p)/rate), = expit(logit(p) + ln(rate)) and the "
+                    "exact Fraction; relative error <= 1e-15 (0 exactly for p = 0)", tol=1e-15)]
+    dc.append(exact("SELECT k, round(downsample_correct(p, r), 12) FROM (VALUES (1, 0.5, 0.1), (2, NULL, 0.1), "
+                    "(3, 0.5, NULL), (4, 0.25, 0.5)) v(k, p, r) ORDER BY k", "IR",
+                    [[1, round(downsample(0.5, 0.1), 12)], [2, None], [3, None], [4, round(downsample(0.25, 0.5), 12)]],
+                    "columns, the rate varying by row; NULL p or rate gives NULL"))
+    dc.append(exact("SELECT downsample_correct(p => 0.5, rate => 1), downsample_correct(CAST(1 AS INT), CAST(0.5 AS REAL))",
+                    "RR", [[0.5, 1.0]], "named arguments; integer and Float32 arguments"))
+    out["downsample_correct"] = dc
 
     return list(out.items())
 
