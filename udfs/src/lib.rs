@@ -7,9 +7,10 @@
 //! `fit_beta_calib`, `fit_gaussian_calib`, `fit_gamma_calib`, `fit_isotonic`,
 //! `fit_histogram`, `fit_ilps`, `fit_bbq`, `fit_field_calib`, `fit_confcalib`) and applied by
 //! the scalar `calibrate`; the `_state` / `_merge` twins that store and merge partial states;
-//! and the Wilson / ConfCalib / propensity / downsampling helpers as scalars. What the functions compute, and
-//! what calibsql chose where the papers and tools leave room, is `docs/functions.md`
-//! (generated from the functions' own documentation) and `docs/SEMANTICS.md`.
+//! and the Wilson / ConfCalib / propensity / downsampling helpers as scalars. What the
+//! functions compute, and what calibsql chose where the papers and tools leave room, is
+//! `docs/functions.md` (generated from the functions' own documentation) and
+//! `docs/SEMANTICS.md`.
 //!
 //! ```
 //! # use calibsql_udfs::{all_aggregate_functions, all_scalar_functions};
