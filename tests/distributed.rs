@@ -71,6 +71,20 @@ const QUERIES: &[&str] = &[
             auc(p, y, w) AS l, smooth_ece(p, y) AS m, smooth_ece(p, y, 0.05) AS n,
             ece_debiased(p, y) AS o
      FROM t",
+    // Top-label (multiclass) metrics: a three-class model made from p, ungrouped, grouped and
+    // as stored states.
+    "SELECT ece_top_label(probs, c) AS a, mce_top_label(probs, c, 10, 'quantile', w) AS b,
+            reliability_top_label(probs, c, 8, 'torchmetrics') AS d
+     FROM (SELECT make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c, w FROM t)",
+    "SELECT kind, ece_top_label(probs, c, 10, 'kumar') AS a FROM
+       (SELECT kind, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
+     GROUP BY kind ORDER BY kind",
+    "SELECT ece_top_label_merge(a) AS a, mce_top_label_merge(b) AS b,
+            reliability_top_label_merge(d) AS d
+     FROM (SELECT site, ece_top_label_state(probs, c) AS a, mce_top_label_state(probs, c, 10) AS b,
+                  reliability_top_label_state(probs, c, 8) AS d
+           FROM (SELECT site, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
+           GROUP BY site)",
     // Field metrics.
     "SELECT field_ece(p, y, site) AS a, field_ece(p, y, kind, w) AS b, field_rce(p, y, site) AS c,
             field_rce(p, y, kind, 0.01) AS d, field_rce(p, y, site, 0.01, w) AS e,

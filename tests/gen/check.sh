@@ -26,6 +26,7 @@ generators=(
   "tests/slt/gen/logloss.py|tests/slt/logloss.slt"
   "tests/slt/gen/auc.py|tests/slt/auc.slt"
   "tests/slt/gen/binned.py|tests/slt/binned.slt"
+  "tests/slt/gen/top_label.py|tests/slt/top_label.slt (torchmetrics' multiclass_calibration_error, uncertainty-calibration's get_ece)"
   "tests/slt/gen/smooth.py|tests/slt/smooth.slt"
   "tests/slt/gen/strategies.py|tests/slt/strategies.slt"
   "tests/slt/gen/intervals.py|tests/slt/intervals.slt (bootstrap weights reproduced in numpy; a pROC DeLong port)"

@@ -31,6 +31,9 @@ enum First {
     Probability,
     /// A raw score or logit given to a fit: any finite number; NaN and ±Infinity are errors.
     Score,
+    /// A multiclass row's probabilities, called as `make_array(p, 1 - p)`, so that a bad p is
+    /// the list's first value and the message names it; the label is `y` as a class index.
+    Probs,
 }
 
 /// How to call one aggregate.
@@ -62,7 +65,7 @@ const fn row(
     }
 }
 
-use First::{Probability as P, Score as S};
+use First::{Probability as P, Probs as PL, Score as S};
 
 /// Every aggregate calibsql registers (its `_state` / `_merge` twins through `stored`).
 const AGGREGATES: &[Row] = &[
@@ -159,6 +162,39 @@ const AGGREGATES: &[Row] = &[
         &[],
     ),
     row("mvce", "p", P, &["p, y, f", "p, y, g, 4, 3"], &["p, y, f"]),
+    row(
+        "ece_top_label",
+        "probs",
+        PL,
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 10, 'quantile', w",
+        ],
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 10, 'torchmetrics', w",
+        ],
+    ),
+    row(
+        "mce_top_label",
+        "probs",
+        PL,
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 10, 'kumar', w",
+        ],
+        &["make_array(p, 1 - p), y"],
+    ),
+    row(
+        "reliability_top_label",
+        "probs",
+        PL,
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 10, 'uniform', w",
+        ],
+        &["make_array(p, 1 - p), y"],
+    ),
     row(
         "fit_platt",
         "score",
@@ -477,14 +513,17 @@ fn expected(row: &Row, args: &str, kind: Bad) -> Option<Outcome> {
     };
     match kind {
         Bad::FirstNaN | Bad::FirstInf | Bad::FirstNegInf => match row.role {
-            First::Probability => error(row.first, "in [0, 1]"),
+            First::Probability | First::Probs => error(row.first, "in [0, 1]"),
             First::Score => error(row.first, "finite"),
         },
         Bad::FirstAboveOne | Bad::FirstNegative => match row.role {
-            First::Probability => error(row.first, "in [0, 1]"),
+            First::Probability | First::Probs => error(row.first, "in [0, 1]"),
             First::Score => Some(Outcome::Value),
         },
-        Bad::Label2 => error("y", "0 or 1"),
+        Bad::Label2 => match row.role {
+            First::Probs => error("label", "a class index from 0 to 1"),
+            _ => error("y", "0 or 1"),
+        },
         Bad::WeightNaN | Bad::WeightNegative | Bad::WeightInf => {
             uses(args, "w").then(|| error("w", "finite and >= 0"))?
         }

@@ -40,7 +40,8 @@ async fn context() -> SessionContext {
 fn column(param: &str) -> Option<&'static str> {
     Some(match param {
         "p" | "p_hat" | "p_a" | "p_b" => "p",
-        "y" => "y",
+        "y" | "label" => "y",
+        "probs" => "make_array(1 - p, p)",
         "w" => "w",
         "field" | "key" => "f",
         "propensity" => "q",

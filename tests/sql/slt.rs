@@ -282,5 +282,6 @@ slt_files!(
     multi_field,
     labels,
     inference,
-    intervals
+    intervals,
+    top_label
 );

@@ -112,6 +112,15 @@ const CASES: &[(&str, &str)] = &[
     ("fit_field_calib", "s, y, f, 5, 0.5"),
     ("mvce", "p, y, f"),
     ("mvce", "p, y, day, 4, 3"),
+    ("ece_top_label", "make_array(p / 2, p / 2, 1 - p), y"),
+    (
+        "mce_top_label",
+        "make_array(p / 2, p / 2, 1 - p), y, 10, 'uniform', w",
+    ),
+    (
+        "reliability_top_label",
+        "make_array(p / 2, p / 2, 1 - p), y, 8, 'torchmetrics'",
+    ),
     ("ece_interval", "p, y, id"),
     ("ece_interval", "p, y, f, 10, 'netcal', 0.9, 50"),
     ("ece_diff_interval", "p, q, y, id"),

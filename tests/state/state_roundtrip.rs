@@ -21,7 +21,9 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// A test table: p, y, w, q (propensity), f and g (fields), s (a raw score), with some NULLs.
+/// A test table: p, y, w, q (propensity), f and g (fields), s (a raw score), with some NULLs;
+/// and `probs`, three class probabilities made from p (`[p/2, p/2, 1 − p]`: the first of a
+/// tie counts, and NULL where p is), for the top-label metrics with y as the class.
 fn table(n: usize, seed: u64) -> RecordBatch {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut p = vec![];
@@ -49,6 +51,14 @@ fn table(n: usize, seed: u64) -> RecordBatch {
             3.0 * logit + rng.random::<f64>()
         }));
     }
+    let probs = datafusion::arrow::array::ListArray::from_iter_primitive::<
+        datafusion::arrow::datatypes::Float64Type,
+        _,
+        _,
+    >(
+        p.iter()
+            .map(|p| p.map(|p| vec![Some(p / 2.0), Some(p / 2.0), Some(1.0 - p)])),
+    );
     RecordBatch::try_from_iter(vec![
         ("p", Arc::new(Float64Array::from(p)) as ArrayRef),
         (
@@ -60,6 +70,7 @@ fn table(n: usize, seed: u64) -> RecordBatch {
         ("f", Arc::new(StringArray::from(f))),
         ("s", Arc::new(Float64Array::from(s))),
         ("g", Arc::new(Int64Array::from(g))),
+        ("probs", Arc::new(probs)),
     ])
     .unwrap()
 }
@@ -163,6 +174,17 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     );
     add("mvce", vec![c("p"), c("y"), c("f")]);
     add("mvce", vec![c("p"), c("y"), c("f"), lit(4i64), lit(3i64)]);
+    for name in ["ece_top_label", "mce_top_label", "reliability_top_label"] {
+        add(name, vec![c("probs"), c("y")]);
+        add(
+            name,
+            vec![c("probs"), c("y"), lit(10i64), lit("quantile"), c("w")],
+        );
+        add(
+            name,
+            vec![c("probs"), c("y"), lit(8i64), lit("torchmetrics"), c("w")],
+        );
+    }
     add("spiegelhalter", vec![c("p"), c("y")]);
     add("spiegelhalter", vec![c("p"), c("y"), c("w")]);
     add("calibration_slope", vec![c("p"), c("y")]);

@@ -23,6 +23,9 @@ pub(crate) enum Role {
     Label,
     /// Any hashable column, kept as is (a field for field-level metrics).
     Any,
+    /// A list of numbers per row (a multiclass model's probabilities), read as
+    /// `List<Float64>`.
+    NumList,
     /// A constant integer (n_bins).
     LitInt,
     /// A constant string (strategy).
@@ -68,6 +71,9 @@ impl Arg {
     }
     pub(crate) const fn any(name: &'static str) -> Self {
         Arg::new(name, Role::Any)
+    }
+    pub(crate) const fn num_list(name: &'static str) -> Self {
+        Arg::new(name, Role::NumList)
     }
     pub(crate) const fn lit_int(name: &'static str) -> Self {
         Arg::new(name, Role::LitInt)
@@ -121,6 +127,14 @@ pub(crate) mod args {
     pub(crate) const SCORE: Arg = Arg::num("score").doc("Raw ranking score, any finite number.");
     /// A logit.
     pub(crate) const LOGIT: Arg = Arg::num("logit").doc("The model's logit (any finite number).");
+    /// A multiclass model's probabilities, one list per row.
+    pub(crate) const PROBS: Arg = Arg::num_list("probs").doc(
+        "Predicted class probabilities, a list per row (any numeric list type), each in [0, 1] and \
+summing to 1 within 1e-6.",
+    );
+    /// The observed class of a multiclass row.
+    pub(crate) const LABEL: Arg = Arg::num("label")
+        .doc("Observed class: an integer index into `probs`, from 0 to the list's length − 1.");
     /// The field of the field-level metrics and fits.
     pub(crate) const FIELD: Arg =
         Arg::any("field").doc("The field: a column of any hashable type.");
@@ -230,6 +244,7 @@ impl CallShape {
             Role::Num | Role::Label | Role::LitNum => DataType::Float64,
             Role::LitInt => DataType::Int64,
             Role::LitStr | Role::Any => DataType::Utf8,
+            Role::NumList => f64_list_type(),
         };
         let all: Vec<DataType> = self
             .required
@@ -314,6 +329,17 @@ fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
         Role::Num | Role::LitNum => t.is_numeric() || t.is_null(),
         Role::Label => t.is_numeric() || t.is_null() || *t == DataType::Boolean,
         Role::Any => return Ok(t.clone()),
+        Role::NumList => match t {
+            DataType::List(item)
+            | DataType::LargeList(item)
+            | DataType::ListView(item)
+            | DataType::LargeListView(item)
+            | DataType::FixedSizeList(item, _) => {
+                item.data_type().is_numeric() || item.data_type().is_null()
+            }
+            DataType::Null => true,
+            _ => false,
+        },
         Role::LitInt => t.is_numeric() || t.is_null(),
         Role::LitStr => matches!(
             t,
@@ -325,6 +351,7 @@ fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
             Role::Label => "a Boolean or numeric 0/1 column",
             Role::LitStr => "a string literal",
             Role::LitInt => "an integer literal",
+            Role::NumList => "a list of numbers",
             _ => "numeric",
         };
         return plan_err!(
@@ -341,6 +368,7 @@ fn coerce_one(shape: &CallShape, arg: Arg, t: &DataType) -> Result<DataType> {
         // them as 0.0/1.0 (kernel.rs).
         (Role::Label, t) if *t == DataType::Boolean || t.is_integer() => t.clone(),
         (Role::Num | Role::Label, _) => DataType::Float64,
+        (Role::NumList, _) => f64_list_type(),
         _ => t.clone(),
     })
 }

@@ -31,6 +31,7 @@ use crate::metrics::loss::{LossKind, MeanLoss};
 use crate::metrics::multi_field::MultiFieldRce;
 use crate::metrics::mvce::Mvce;
 use crate::metrics::smooth::SmoothEce;
+use crate::metrics::top_label::{TopLabel, TopLabelKind};
 use crate::model::Calibrate;
 use crate::scalars::{CalibScalar, ScalarKind};
 
@@ -55,6 +56,9 @@ fn functions() -> Vec<Function> {
         with_states(FieldMetric::new(FieldKind::Rce)),
         aggregate(MultiFieldRce::new()),
         with_states(Mvce::new()),
+        with_states(TopLabel::new(TopLabelKind::Ece)),
+        with_states(TopLabel::new(TopLabelKind::Mce)),
+        with_states(TopLabel::new(TopLabelKind::Reliability)),
         with_states(Spiegelhalter::new()),
         with_states(CalibrationSlope::new()),
         with_states(HosmerLemeshow::new()),

@@ -60,7 +60,7 @@ impl BinnedKind {
         }
     }
 
-    fn default_strategy(self) -> Strategy {
+    pub(crate) fn default_strategy(self) -> Strategy {
         match self {
             BinnedKind::Ace => Strategy::Quantile,
             _ => Strategy::Uniform,
@@ -93,7 +93,7 @@ impl BinnedKind {
     }
 }
 
-const STRATEGY_DOC: &str = "The binning rule, a constant; each reproduces one tool's bins exactly, \
+pub(crate) const STRATEGY_DOC: &str = "The binning rule, a constant; each reproduces one tool's bins exactly, \
 including where values on a bin edge go (docs/SEMANTICS.md#binning-strategies): \
 `'uniform'` — bin `min(floor(p·M), M−1)`, i.e. `[k/M, (k+1)/M)` with the last bin closed; \
 `'quantile'` — equal-mass bins, edges `numpy.percentile(p, linspace(0, 1, M+1)·100)` (weighted: \
@@ -220,13 +220,25 @@ crate::kernel::signature_from_shape!(Binned, kind: BinnedKind);
 
 impl Binned {
     fn kernel(&self, args: &AccumulatorArgs) -> Result<BinnedKernel> {
-        let func = self.kind.name();
+        BinnedKernel::new(self.kind.name(), self.kind, args)
+    }
+}
+
+impl BinnedKernel {
+    /// The kernel of `kind` for a call of `func` whose arguments after the first two are
+    /// `n_bins`, `strategy`, `w` and (for `Reliability`) `level`, as `ece`'s are: the first
+    /// two reach [`Kernel::update`] as p and y.
+    pub(crate) fn new(
+        func: &'static str,
+        kind: BinnedKind,
+        args: &AccumulatorArgs,
+    ) -> Result<Self> {
         let m = match args.exprs.get(2) {
             Some(e) => n_bins(func, e)?,
             None => DEFAULT_BINS,
         };
         let strategy = match args.exprs.get(3) {
-            None => self.kind.default_strategy(),
+            None => kind.default_strategy(),
             Some(e) => Strategy::parse(func, &literal(func, "strategy", e)?)?,
         };
         let w_col = weight_col(args.exprs, 4);
@@ -238,7 +250,7 @@ impl Binned {
         let m = fixed.as_ref().map_or(m, FixedBins::n);
         Ok(BinnedKernel {
             func,
-            kind: self.kind,
+            kind,
             m,
             strategy,
             fixed,
@@ -265,6 +277,11 @@ pub fn reliability_fields() -> Fields {
     ])
 }
 
+/// The type `reliability` returns: a list of [`reliability_fields`] structs.
+pub(crate) fn reliability_type() -> DataType {
+    DataType::List(reliability_item())
+}
+
 fn reliability_item() -> FieldRef {
     Arc::new(Field::new_list_field(
         DataType::Struct(reliability_fields()),
@@ -283,6 +300,13 @@ const BIN_FIELDS: &[&str] = &[
     "bin_ww",
 ];
 
+/// The state fields of [`BinnedKernel`] in an aggregate named `name`.
+pub(crate) fn state_fields(name: &str) -> Vec<FieldRef> {
+    let mut fields = f64_list_state_fields(name, BIN_FIELDS);
+    fields.extend(values::state_fields(name));
+    fields
+}
+
 kernel_aggregate!(Binned, true);
 
 impl AggregateUDFImpl for Binned {
@@ -291,15 +315,13 @@ impl AggregateUDFImpl for Binned {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.shape().coerce(arg_types)?;
         Ok(match self.kind {
-            BinnedKind::Reliability => DataType::List(reliability_item()),
+            BinnedKind::Reliability => reliability_type(),
             _ => DataType::Float64,
         })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        let mut fields = f64_list_state_fields(args.name, BIN_FIELDS);
-        fields.extend(values::state_fields(args.name));
-        Ok(fields)
+        Ok(state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -308,8 +330,10 @@ impl AggregateUDFImpl for Binned {
     }
 }
 
+/// The state and arithmetic of the binned metrics, over p and y (the top-label metrics hand it
+/// their confidence and correctness as p and y: `super::top_label`).
 #[derive(Debug)]
-struct BinnedKernel {
+pub(crate) struct BinnedKernel {
     func: &'static str,
     kind: BinnedKind,
     /// Bins per group: `n_bins`, or one more for the rules that give p = 1.0 its own bin.

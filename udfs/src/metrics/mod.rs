@@ -9,7 +9,9 @@
 //! - [`smooth`]: `smooth_ece` (relplot's smooth ECE);
 //! - [`debiased`]: `ece_debiased` (Kumar et al.'s debiased L2 error);
 //! - [`multi_field`]: `multi_field_rce` (field_rce over several fields);
-//! - [`mvce`]: `mvce` (multi-view calibration error).
+//! - [`mvce`]: `mvce` (multi-view calibration error);
+//! - [`top_label`]: `ece_top_label`, `mce_top_label`, `reliability_top_label` (multiclass,
+//!   over `binned`'s kernel).
 
 pub mod auc;
 mod bin_sums;
@@ -23,3 +25,4 @@ pub mod mvce;
 mod quantile_bins;
 mod quantile_pass;
 pub mod smooth;
+pub mod top_label;

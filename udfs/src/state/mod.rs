@@ -97,6 +97,7 @@ fn canonical_types(shape: &CallShape) -> Vec<DataType> {
         .iter()
         .map(|a| match a.role {
             Role::Any => DataType::Utf8,
+            Role::NumList => crate::common::f64_list_type(),
             _ => DataType::Float64,
         })
         .collect()
@@ -218,6 +219,12 @@ fn rebuild(inner: &dyn KernelAggregate, merge_name: &str, params: &str) -> Resul
                     })?;
                 column(name, t, &mut fields, &mut exprs);
             }
+            Role::NumList => column(
+                a.name,
+                crate::common::f64_list_type(),
+                &mut fields,
+                &mut exprs,
+            ),
             _ => column(a.name, DataType::Float64, &mut fields, &mut exprs),
         }
     }
@@ -284,8 +291,11 @@ fn example_args(shape: &CallShape) -> String {
         .map(|a| match a.name() {
             "field" | "key" => "f",
             "propensity" => "q",
+            // A two-class model's probabilities, and its class.
+            "label" => "y",
             _ => match a.role {
                 Role::Label => "y",
+                Role::NumList => "make_array(1 - p, p)",
                 _ => "p",
             },
         })
