@@ -294,6 +294,9 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 return Ok(());
             }
         };
+        // As Postgres does: a statement's last message (ReadyForQuery) goes out at once
+        // instead of waiting for the client's delayed acknowledgement.
+        let _ = socket.set_nodelay(true);
         let connection = match Arc::clone(&connections).try_acquire_owned() {
             Ok(permit) => Some(Connection::new(
                 Arc::clone(&server),

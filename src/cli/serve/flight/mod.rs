@@ -101,6 +101,9 @@ async fn accept(
             ));
             continue;
         };
+        // Answers are written as they are made: without this, a small one (a FlightInfo, the
+        // last frame of a stream) waits for the client's delayed acknowledgement (~40 ms).
+        let _ = socket.set_nodelay(true);
         let tls = tls.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
