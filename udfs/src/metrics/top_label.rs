@@ -3,8 +3,8 @@
 //!
 //! Each row's confidence is its largest class probability and it is correct when that class
 //! (the first, on a tie) is the label; the binary metrics of the same name then take the
-//! confidence as p and the correctness as y. So each is `ece`'s kernel
-//! ([`BinnedKernel`]) behind a conversion of its first two arguments: the same bins, the same
+//! confidence as p and the correctness as y. So each is `ece`'s kernel (`binned`'s
+//! `BinnedKernel`) behind a conversion of its first two arguments: the same bins, the same
 //! strategies, the same mergeable state.
 
 use std::ops::Range;
