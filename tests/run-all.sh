@@ -11,7 +11,7 @@
 # 3. builds the workspace once, with one feature set, and runs the Rust tests;
 # 4. runs the Python tests (python/run-tests.sh: the extension, a venv, pytest).
 #
-# Needs the Rust toolchain (rustup) and Python 3.11 with its venv module. CARGO_TARGET_DIR is
+# Needs the Rust toolchain (rustup) and python3 (3.11). CARGO_TARGET_DIR is
 # honoured (CI keeps it outside the clone). `.ci/run` runs the lints (fmt, clippy, doc) and
 # then this script.
 set -euo pipefail
@@ -23,8 +23,8 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "tests/run-all.sh: cargo is not installed; install the Rust toolchain (https://rustup.rs)" >&2
   exit 1
 fi
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  echo "tests/run-all.sh: the tests need python3 (3.11) with venv (Debian: apt-get install python3-venv)" >&2
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "tests/run-all.sh: the tests need python3 (3.11; Debian: apt-get install python3)" >&2
   exit 1
 fi
 
@@ -35,6 +35,10 @@ fi
 # Azurite, the Azure Blob emulator of the object-store tests (python/run-tests.sh). Installed
 # only when missing, so a re-run is quick.
 missing=()
+# The linker rustc calls (rustup does not bring one), and Python's venv module (Debian ships
+# it apart from python3).
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=("python3-venv")
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
