@@ -100,10 +100,10 @@ const QUERIES: &[&str] = &[
     // the same on every executor), ungrouped and grouped.
     "SELECT ece_interval(p, y, site * 1000 + g) AS a, ece_interval(p, y, kind, 10, 'sklearn', 0.9, 50) AS b,
             ece_diff_interval(p, q, y, g) AS c, auc_interval(p, y) AS d, auc_interval(p, y, 0.9) AS e,
-            auc_test(p, q, y) AS f
+            auc_test(p, q, y) AS f, cbpe(p) AS h, cbpe(p, 0.3, w) AS i
      FROM t",
     "SELECT kind, ece_interval(p, y, g) AS a, ece_diff_interval(p, q, y, g, 8) AS b,
-            auc_interval(p, y) AS c, auc_test(p, q, y) AS d
+            auc_interval(p, y) AS c, auc_test(p, q, y) AS d, cbpe(p, 0.4) AS e
      FROM t GROUP BY kind ORDER BY kind",
     "SELECT ece_interval_merge(a) AS a, ece_diff_interval_merge(b) AS b
      FROM (SELECT site, ece_interval_state(p, y, g) AS a, ece_diff_interval_state(p, q, y, g, 8) AS b

@@ -275,6 +275,7 @@ const AGGREGATES: &[Row] = &[
     ),
     row("auc_interval", "p", P, &["p, y", "p, y, 0.9"], &[]),
     row("auc_test", "p_a", P, &["p, p, y", "p, 1 - p, y"], &[]),
+    row("cbpe", "p", P, &["p", "p, 0.3, w", "p, w => w"], &[]),
     row(
         "fit_field_calib",
         "logit",
@@ -522,6 +523,8 @@ fn expected(row: &Row, args: &str, kind: Bad) -> Option<Outcome> {
         },
         Bad::Label2 => match row.role {
             First::Probs => error("label", "a class index from 0 to 1"),
+            // A function without a label (`cbpe`) does not read it.
+            _ if !uses(args, "y") => Some(Outcome::Value),
             _ => error("y", "0 or 1"),
         },
         Bad::WeightNaN | Bad::WeightNegative | Bad::WeightInf => {

@@ -283,5 +283,6 @@ slt_files!(
     labels,
     inference,
     intervals,
-    top_label
+    top_label,
+    cbpe
 );

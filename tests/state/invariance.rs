@@ -21,7 +21,8 @@ const QUERY: &str = "SELECT g,
     hosmer_lemeshow(p, y, 5)['statistic'] AS hl, calibration_decomposition(p, y)['miscalibration'] AS mcb,
     field_bias(p, y, site)[1]['p_adjusted'] AS fb,
     ece_interval(p, y, site)['lower'] AS ei_lo, ece_diff_interval(p, q, y, site)['upper'] AS ed_hi,
-    auc_interval(p, y)['lower'] AS ai_lo, auc_test(p, q, y)['z'] AS at_z
+    auc_interval(p, y)['lower'] AS ai_lo, auc_test(p, q, y)['z'] AS at_z,
+    cbpe(p)['roc_auc'] AS cb_auc, cbpe(p, 0.3)['f1'] AS cb_f1
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
@@ -34,7 +35,8 @@ const QUERY_ALL: &str = "SELECT
     field_bias(p, y, site, w)[1]['p_adjusted'] AS fb, field_bias(p, y, site)[40]['z'] AS fb_z,
     ece_interval(p, y, site * 1000 + g)['upper'] AS ei_hi,
     ece_diff_interval(p, q, y, g, 10, 'sklearn')['lower'] AS ed_lo,
-    auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se
+    auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se,
+    cbpe(p, 0.5, w)['roc_auc'] AS cb_auc, cbpe(p, 0.5, w)['precision'] AS cb_prec
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {

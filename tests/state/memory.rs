@@ -391,6 +391,8 @@ const EVERY_CALL: &[&str] = &[
     "auc(p, y, 1.0 + site % 3)",
     "auc_interval(p, y)",
     "auc_test(p, propensity, y)",
+    "cbpe(p)",
+    "cbpe(p, 0.3, 1.0 + site % 3)",
     "brier(p, y)",
     "calibration_decomposition(p, y)",
     "calibration_slope(p, y)",

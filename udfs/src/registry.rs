@@ -17,6 +17,7 @@ use crate::common::{CallShape, Shaped};
 use crate::fit::{FieldFit, Fit, Method};
 use crate::inference::bootstrap::{BootstrapEce, BootstrapKind};
 use crate::inference::calibration_slope::CalibrationSlope;
+use crate::inference::cbpe::Cbpe;
 use crate::inference::decomposition::CalibrationDecomposition;
 use crate::inference::delong::{AucInterval, AucTest};
 use crate::inference::field_bias::FieldBias;
@@ -68,6 +69,7 @@ fn functions() -> Vec<Function> {
         with_states(BootstrapEce::new(BootstrapKind::EceDiff)),
         aggregate(AucInterval::new()),
         aggregate(AucTest::new()),
+        aggregate(Cbpe::new()),
     ];
     // The calibrators' `fit_*`, listed in `calibrators!` (fit/mod.rs).
     functions.extend(Method::fitted().map(|m| {

@@ -10,11 +10,13 @@
 //! - [`bootstrap`]: `ece_interval`, `ece_diff_interval` (a one-pass Poisson bootstrap of the
 //!   ECE, with per-row weights hashed from a key, so it merges across partitions);
 //! - [`delong`]: `auc_interval`, `auc_test` (DeLong's variance of the AUC: pROC's interval and
-//!   paired test).
+//!   paired test);
+//! - [`cbpe`]: the ROC AUC, accuracy, precision, recall and F1 that calibrated probabilities
+//!   imply without labels (NannyML's CBPE).
 //!
 //! `calibration_slope` keeps one point per distinct logit in the parametric fits' state
-//! (`points`); `auc_interval`, `hosmer_lemeshow` and `calibration_decomposition` keep `auc`'s
-//! rows (`rows`); the distributions are [`crate::stats`]'s.
+//! (`points`); `auc_interval`, `hosmer_lemeshow`, `calibration_decomposition` and `cbpe` keep
+//! `auc`'s rows (`rows`); the distributions are [`crate::stats`]'s.
 
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ use datafusion_common::Result;
 
 pub mod bootstrap;
 pub mod calibration_slope;
+pub mod cbpe;
 pub mod decomposition;
 pub mod delong;
 pub mod field_bias;

@@ -1,7 +1,7 @@
 //! The kernel of the inference aggregates that keep `auc`'s state (the rows, or a count per
 //! distinct score when scores repeat; see `crate::metrics::auc`) and finish each group with a
-//! struct of numbers: `auc_interval`, `calibration_decomposition` and `hosmer_lemeshow`. They merge,
-//! serialise and account their state exactly as `auc` does.
+//! struct of numbers: `auc_interval`, `calibration_decomposition`, `hosmer_lemeshow` and
+//! `cbpe`. They merge, serialise and account their state exactly as `auc` does.
 
 use std::fmt;
 use std::ops::Range;
