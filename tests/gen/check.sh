@@ -26,6 +26,7 @@ generators=(
   "tests/slt/gen/logloss.py|tests/slt/logloss.slt"
   "tests/slt/gen/auc.py|tests/slt/auc.slt"
   "tests/slt/gen/binned.py|tests/slt/binned.slt"
+  "tests/slt/gen/multiclass_loss.py|tests/slt/multiclass_loss.slt (scikit-learn's multiclass log_loss and brier_score_loss)"
   "tests/slt/gen/cbpe.py|tests/slt/cbpe.slt (NannyML's CBPE formulas; scikit-learn's weighted roc_auc_score)"
   "tests/slt/gen/top_label.py|tests/slt/top_label.slt (torchmetrics' multiclass_calibration_error, uncertainty-calibration's get_ece)"
   "tests/slt/gen/smooth.py|tests/slt/smooth.slt"

@@ -284,5 +284,6 @@ slt_files!(
     inference,
     intervals,
     top_label,
-    cbpe
+    cbpe,
+    multiclass_loss
 );

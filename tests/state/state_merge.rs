@@ -113,6 +113,8 @@ const CASES: &[(&str, &str)] = &[
     ("mvce", "p, y, f"),
     ("mvce", "p, y, day, 4, 3"),
     ("ece_top_label", "make_array(p / 2, p / 2, 1 - p), y"),
+    ("logloss", "make_array(p / 2, p / 2, 1 - p), y"),
+    ("brier", "make_array(p / 2, p / 2, 1 - p), y, w"),
     (
         "mce_top_label",
         "make_array(p / 2, p / 2, 1 - p), y, 10, 'uniform', w",

@@ -174,6 +174,10 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     );
     add("mvce", vec![c("p"), c("y"), c("f")]);
     add("mvce", vec![c("p"), c("y"), c("f"), lit(4i64), lit(3i64)]);
+    // logloss and brier on a list of class probabilities (their multiclass form).
+    add("logloss", vec![c("probs"), c("y")]);
+    add("logloss", vec![c("probs"), c("y"), lit(1e-6), c("w")]);
+    add("brier", vec![c("probs"), c("y"), c("w")]);
     for name in ["ece_top_label", "mce_top_label", "reliability_top_label"] {
         add(name, vec![c("probs"), c("y")]);
         add(
@@ -219,6 +223,8 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     add("auc_interval", vec![c("p"), c("y")]);
     add("auc_interval", vec![c("p"), c("y"), lit(0.9)]);
     add("auc_test", vec![c("p"), c("q"), c("y")]);
+    add("cbpe", vec![c("p")]);
+    add("cbpe", vec![c("p"), lit(0.3), c("w")]);
     add("fit_confcalib", vec![c("p"), c("y"), c("f")]);
     add(
         "fit_confcalib",

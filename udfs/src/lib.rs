@@ -2,8 +2,9 @@
 //!
 //! DataFusion functions to evaluate, debias and calibrate the probabilities of ranking and CTR
 //! models in SQL: calibration metrics (ECE, MCE, reliability, ACE, RMSCE, smooth ECE, debiased
-//! ECE, log loss, Brier, normalized entropy, IPS log loss, AUC, field-level ECE/RCE, MVCE) as
-//! aggregates; eleven calibrators fitted as aggregates (`fit_platt`, `fit_temperature`,
+//! ECE, log loss, Brier, normalized entropy, IPS log loss, AUC, field-level ECE/RCE, MVCE, and
+//! a multiclass model's top-label metrics and list log loss and Brier) as aggregates; the
+//! performance calibrated probabilities imply without labels (`cbpe`); eleven calibrators fitted as aggregates (`fit_platt`, `fit_temperature`,
 //! `fit_beta_calib`, `fit_gaussian_calib`, `fit_gamma_calib`, `fit_isotonic`,
 //! `fit_histogram`, `fit_ilps`, `fit_bbq`, `fit_field_calib`, `fit_confcalib`) and applied by
 //! the scalar `calibrate`; the `_state` / `_merge` twins that store and merge partial states;
@@ -24,6 +25,8 @@
 //! - `registry.rs`: the one list of functions; everything that enumerates functions reads it.
 //! - `common.rs`: argument roles and call shapes (`Arg`, `CallShape`, the shared arguments in
 //!   `common::args`), literal arguments, row masks, validation.
+//! - `multiclass.rs`: a multiclass row (a list of class probabilities and a class index), read
+//!   and checked once for every multiclass function.
 //! - [`cancel`]: a running statement's cancel flag, which the fits' solvers look at.
 //! - `kernel.rs`: an aggregate written once as a `Kernel`, served as both a
 //!   `GroupsAccumulator` and an `Accumulator`.
@@ -126,6 +129,7 @@ mod kernel;
 mod labels;
 pub mod metrics;
 pub mod model;
+mod multiclass;
 mod optim;
 mod parallel;
 mod registry;

@@ -23,8 +23,9 @@ use crate::fastmath::{
     log_loss_sums_unweighted,
 };
 use crate::kernel::Filter;
-use crate::kernel::{kernel_aggregate, kernel_udaf_common, Kernel};
+use crate::kernel::{kernel_aggregate, Kernel};
 use crate::labels::{all_labels, f64_labels, with_labels};
+use crate::multiclass;
 
 /// Default clipping of p in log losses: the Float64 machine epsilon, as scikit-learn.
 pub const DEFAULT_EPS: f64 = f64::EPSILON;
@@ -42,7 +43,10 @@ pub enum LossKind {
 #[user_doc(
     doc_section(label = "Calibration Metrics"),
     description = "Mean log loss `Σ w·−[y ln p + (1−y) ln(1−p)] / Σ w`, with p clipped to [eps, 1−eps] \
-(eps default the Float64 machine epsilon, as scikit-learn's `log_loss`). NULL when no row is usable.",
+(eps default the Float64 machine epsilon, as scikit-learn's `log_loss`). On a multiclass model's list of class \
+probabilities, `logloss(probs, label [, eps [, w]])` is scikit-learn's multiclass `log_loss` (with `labels` the \
+list's K classes): the mean of `−ln probs[label]`, probs clipped the same way; `label` is the class index 0 to \
+K − 1, each list sums to 1 within 1e-6. NULL when no row is usable.",
     syntax_example = "logloss(p, y [, eps [, w]])",
     sql_example = r#"```sql
 > SELECT round(logloss(p, y), 6) AS ll FROM (VALUES (0.5, 1), (0.5, 0)) AS t(p, y);
@@ -57,7 +61,10 @@ struct LogLossDoc;
 
 #[user_doc(
     doc_section(label = "Calibration Metrics"),
-    description = "Brier score `Σ w (y − p)² / Σ w`. NULL when no row is usable.",
+    description = "Brier score `Σ w (y − p)² / Σ w`. On a multiclass model's list of class probabilities, \
+`brier(probs, label [, w])` is the mean over rows of the squared error summed over the K classes, \
+`Σ_k (probs[k] − [k = label])²` (scikit-learn's multiclass `brier_score_loss` with `scale_by_half=False`; for two \
+classes that is twice the binary score of either class). NULL when no row is usable.",
     syntax_example = "brier(p, y [, w])",
     sql_example = r#"```sql
 > SELECT brier(p, y) AS brier FROM (VALUES (0.5, 1), (0.5, 0)) AS t(p, y);
@@ -162,9 +169,59 @@ impl LossKind {
     }
 }
 
+impl LossKind {
+    /// The call shape of the multiclass form, on a list of class probabilities and a class
+    /// index (`logloss` and `brier`; None for the others).
+    fn multiclass_shape(self) -> Option<CallShape> {
+        match self {
+            LossKind::LogLoss => Some(CallShape {
+                name: "logloss",
+                required: &[args::PROBS, args::LABEL],
+                optional: const {
+                    &[
+                        args::EPS
+                            .doc("Clipping constant in [0, 0.5). Default 2.220446049250313e-16."),
+                        args::W,
+                    ]
+                },
+            }),
+            LossKind::Brier => Some(CallShape {
+                name: "brier",
+                required: &[args::PROBS, args::LABEL],
+                optional: &[args::W],
+            }),
+            LossKind::IpsLogLoss | LossKind::NormalizedEntropy => None,
+        }
+    }
+}
+
+/// Whether a first argument of this type is a list of class probabilities (the multiclass
+/// form of `logloss` and `brier`).
+fn is_list(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+    )
+}
+
 impl MeanLoss {
+    /// The shape of a call with these argument types: the multiclass one when the first is a
+    /// list and this loss has one.
+    fn shape_for(&self, arg_types: &[DataType]) -> CallShape {
+        match (arg_types.first(), self.kind.multiclass_shape()) {
+            (Some(t), Some(multiclass)) if is_list(t) => multiclass,
+            _ => self.shape(),
+        }
+    }
+
     fn kernel(&self, args: &AccumulatorArgs) -> Result<LossKernel> {
         let func = self.shape().name;
+        let multiclass = match args.exprs.first() {
+            Some(e) => {
+                self.kind.multiclass_shape().is_some() && is_list(&e.data_type(args.schema)?)
+            }
+            None => false,
+        };
         let eps_at = |i: usize| -> Result<f64> {
             match args.exprs.get(i) {
                 Some(e) => {
@@ -190,6 +247,7 @@ impl MeanLoss {
         Ok(LossKernel {
             func,
             kind: self.kind,
+            multiclass,
             eps,
             clip,
             w_col,
@@ -203,7 +261,24 @@ impl MeanLoss {
 kernel_aggregate!(MeanLoss, true);
 
 impl AggregateUDFImpl for MeanLoss {
-    kernel_udaf_common!(returns DataType::Float64);
+    fn name(&self) -> &str {
+        self.shape().name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.shape_for(arg_types).coerce_lenient(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape_for(arg_types).coerce(arg_types)?;
+        Ok(DataType::Float64)
+    }
+
+    crate::kernel::kernel_accumulators!();
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let names: &[&str] = match self.kind {
@@ -228,6 +303,10 @@ impl AggregateUDFImpl for MeanLoss {
 struct LossKernel {
     func: &'static str,
     kind: LossKind,
+    /// The call's first two arguments are a list of class probabilities and a class index
+    /// (`crate::multiclass`), the loss a row's: `−ln probs[label]` (probs clipped to [eps,
+    /// 1 − eps]) or `Σ_k (probs[k] − [k = label])²`.
+    multiclass: bool,
     eps: f64,
     clip: f64,
     w_col: Option<usize>,
@@ -263,6 +342,53 @@ pub(crate) fn ips_loss_row(p: f64, y: f64, omega: f64, eps: f64) -> f64 {
     l
 }
 
+impl LossKernel {
+    /// [`Kernel::update`] of the multiclass form: each checked row's loss, weighted.
+    fn update_multiclass(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Filter,
+    ) -> Result<()> {
+        let (func, kind, eps) = (self.func, self.kind, self.eps);
+        let w = self.w_col.map(|c| f64s(&values[c]));
+        let one_group = self.sw.len() == 1;
+        let (sw, sl) = (&mut self.sw, &mut self.sl);
+        let mut bad_weight = None;
+        multiclass::for_each_row(func, &values[0], &values[1], filter, |i, row| {
+            let Some((probs, label)) = row else {
+                return;
+            };
+            let wi = match w {
+                Some(w) if w.is_null(i) => return,
+                Some(w) => match check_w(func, w.value(i)) {
+                    Ok(wi) => wi,
+                    Err(e) => {
+                        bad_weight.get_or_insert(e);
+                        return;
+                    }
+                },
+                None => 1.0,
+            };
+            let loss = match kind {
+                LossKind::Brier => probs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &p)| {
+                        let d = p - if k == label { 1.0 } else { 0.0 };
+                        d * d
+                    })
+                    .sum::<f64>(),
+                _ => -ln(probs[label].clamp(eps, 1.0 - eps)),
+            };
+            let g = if one_group { 0 } else { groups[i] };
+            sw[g] += wi;
+            sl[g] += wi * loss;
+        })?;
+        bad_weight.map_or(Ok(()), Err)
+    }
+}
+
 /// Most groups for which a batch of many groups keeps a running product per group (56 bytes
 /// a group while the batch is added) rather than taking a logarithm a row.
 const GROUPED_PRODUCTS: usize = 4096;
@@ -292,6 +418,9 @@ impl Kernel for LossKernel {
     }
 
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
+        if self.multiclass {
+            return self.update_multiclass(values, groups, filter);
+        }
         let (func, eps, clip, kind) = (self.func, self.eps, self.clip, self.kind);
         let p = f64s(&values[0]).values();
         // The third data column: the weight, or ips_logloss's propensity.

@@ -10,19 +10,17 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
+use arrow::array::{ArrayRef, Float64Array};
 use arrow::datatypes::{DataType, FieldRef};
-use datafusion_common::{exec_err, Result};
+use datafusion_common::Result;
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use datafusion_macros::user_doc;
 
 use super::binned::{reliability_type, state_fields, BinnedKernel, BinnedKind};
-use crate::common::{args, check_p, f64_list_type, f64s, Arg, CallShape};
+use crate::common::{args, Arg, CallShape};
 use crate::kernel::{delegate_to_inner, kernel_aggregate, kernel_udaf_common, Filter, Kernel};
-
-/// How far a row's probabilities may sum from 1.
-pub const SUM_TOLERANCE: f64 = 1e-6;
+use crate::multiclass;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TopLabelKind {
@@ -185,63 +183,25 @@ impl TopLabelKernel {
     /// the correctness (1 or 0) of each row; NULL where a row is skipped (a NULL list, a list
     /// holding a NULL, a NULL label, or outside `filter`).
     fn as_binary(&self, values: &[ArrayRef], filter: Filter) -> Result<Vec<ArrayRef>> {
-        let func = self.func;
-        let probs = if *values[0].data_type() == f64_list_type() {
-            Arc::clone(&values[0])
-        } else {
-            arrow::compute::cast(&values[0], &f64_list_type())?
-        };
-        let probs = probs.as_list::<i32>();
-        let label = f64s(&values[1]);
-        let classes = probs.values();
-        let p = f64s(classes);
-        let offsets = probs.value_offsets();
-        let n = probs.len();
+        let n = values[0].len();
         let mut confidence = Vec::with_capacity(n);
         let mut correct = Vec::with_capacity(n);
-        for i in 0..n {
-            let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
-            // A list with a NULL probability is a missing prediction, as a NULL p is.
-            let skipped = probs.is_null(i)
-                || label.is_null(i)
-                || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i))
-                || (p.null_count() > 0 && (start..end).any(|j| p.is_null(j)));
-            if skipped {
+        multiclass::for_each_row(self.func, &values[0], &values[1], filter, |_, row| {
+            let Some((probs, label)) = row else {
                 confidence.push(None);
                 correct.push(None);
-                continue;
-            }
-            let k = end - start;
-            if k == 0 {
-                return exec_err!(
-                    "{func}: argument probs must hold one probability a class, got an empty list"
-                );
-            }
-            let row = &p.values()[start..end];
-            let (mut best, mut sum) = (0, 0.0);
-            for (c, &v) in row.iter().enumerate() {
-                check_p(func, "probs", v)?;
-                if v > row[best] {
+                return;
+            };
+            // The first largest probability: its class is the prediction.
+            let mut best = 0;
+            for (c, &v) in probs.iter().enumerate() {
+                if v > probs[best] {
                     best = c;
                 }
-                sum += v;
             }
-            // Every value is in [0, 1] (checked above), so the sum is a number.
-            if (sum - 1.0).abs() > SUM_TOLERANCE {
-                return exec_err!(
-                    "{func}: argument probs must sum to 1 within {SUM_TOLERANCE:e}, got a list summing to {sum}"
-                );
-            }
-            let y = label.value(i);
-            if !(y >= 0.0 && y < k as f64 && y.fract() == 0.0) {
-                return exec_err!(
-                    "{func}: argument label must be a class index from 0 to {}, got {y}",
-                    k - 1
-                );
-            }
-            confidence.push(Some(row[best]));
-            correct.push(Some(if best as f64 == y { 1.0 } else { 0.0 }));
-        }
+            confidence.push(Some(probs[best]));
+            correct.push(Some(if best == label { 1.0 } else { 0.0 }));
+        })?;
         let mut out: Vec<ArrayRef> = vec![
             Arc::new(Float64Array::from(confidence)),
             Arc::new(Float64Array::from(correct)),

@@ -108,7 +108,8 @@ impl AggregateUDFImpl for StateOf {
         self.inner.coerce_types(arg_types)
     }
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.call_shape().coerce(arg_types)?;
+        // F's own check of the call (its shape, or the one its argument types pick).
+        self.inner.return_type(arg_types)?;
         state_type(self.inner.as_ref())
     }
     crate::kernel::kernel_accumulators!();
