@@ -96,7 +96,8 @@ fn large_stacks_for_every_thread() {
 
 fn run() -> anyhow::Result<()> {
     let options = options::parse(std::env::args_os(), Terminals::detect())?;
-    if matches!(options.mode, Mode::Interactive | Mode::Batch(_)) {
+    let statements = matches!(options.mode, Mode::Interactive | Mode::Batch(_));
+    if statements {
         // Listen for Ctrl-C before anything slow: until then a SIGINT ends the process, or is
         // lost when the process was started with SIGINT ignored (a script's `cmd &`).
         interrupt::watch();
@@ -105,7 +106,16 @@ fn run() -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     // Statements are parsed and planned on the thread that drives the runtime too.
-    calibsql::nesting::on_large_stack(|| runtime.block_on(run_async(options)))
+    let result = calibsql::nesting::on_large_stack(|| runtime.block_on(run_async(options)));
+    if statements && result.as_ref().is_err_and(|e| e.is::<Interrupted>()) {
+        // A statement cancelled by Ctrl-C can leave a task of its plan inside one long poll
+        // (an operator between two looks at the cancel flag); dropping the runtime would wait
+        // for that poll to return, which can take minutes. Nothing is left to write: the
+        // process exits now, and the task with it. (The tools keep the waiting drop: `generate`
+        // removes its half-written files on a blocking thread the runtime waits for.)
+        runtime.shutdown_background();
+    }
+    result
 }
 
 async fn run_async(options: Options) -> anyhow::Result<()> {
