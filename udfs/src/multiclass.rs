@@ -21,13 +21,14 @@ use crate::kernel::Filter;
 pub const SUM_TOLERANCE: f64 = 1e-6;
 
 /// Calls `f(i, row)` for each row `i` of the columns `probs` and `label`: `Some((probs,
-/// label))` for a checked row, None for a skipped one (see the module documentation).
+/// label))` for a checked row, None for a skipped one (see the module documentation); the
+/// first error, the rows' or `f`'s, ends the pass.
 pub(crate) fn for_each_row(
     func: &str,
     probs: &ArrayRef,
     label: &ArrayRef,
     filter: Filter,
-    mut f: impl FnMut(usize, Option<(&[f64], usize)>),
+    mut f: impl FnMut(usize, Option<(&[f64], usize)>) -> Result<()>,
 ) -> Result<()> {
     let probs = if *probs.data_type() == f64_list_type() {
         Arc::clone(probs)
@@ -49,7 +50,7 @@ pub(crate) fn for_each_row(
             || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i))
             || (p.null_count() > 0 && (start..end).any(|j| p.is_null(j)));
         if skipped {
-            f(i, None);
+            f(i, None)?;
             continue;
         }
         let k = end - start;
@@ -77,7 +78,7 @@ pub(crate) fn for_each_row(
                 k - 1
             );
         }
-        f(i, Some((row, y as usize)));
+        f(i, Some((row, y as usize)))?;
     }
     Ok(())
 }

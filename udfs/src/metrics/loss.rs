@@ -173,25 +173,10 @@ impl LossKind {
     /// The call shape of the multiclass form, on a list of class probabilities and a class
     /// index (`logloss` and `brier`; None for the others).
     fn multiclass_shape(self) -> Option<CallShape> {
-        match self {
-            LossKind::LogLoss => Some(CallShape {
-                name: "logloss",
-                required: &[args::PROBS, args::LABEL],
-                optional: const {
-                    &[
-                        args::EPS
-                            .doc("Clipping constant in [0, 0.5). Default 2.220446049250313e-16."),
-                        args::W,
-                    ]
-                },
-            }),
-            LossKind::Brier => Some(CallShape {
-                name: "brier",
-                required: &[args::PROBS, args::LABEL],
-                optional: &[args::W],
-            }),
-            LossKind::IpsLogLoss | LossKind::NormalizedEntropy => None,
-        }
+        matches!(self, LossKind::LogLoss | LossKind::Brier).then(|| CallShape {
+            required: &[args::PROBS, args::LABEL],
+            ..self.shape()
+        })
     }
 }
 
@@ -354,20 +339,13 @@ impl LossKernel {
         let w = self.w_col.map(|c| f64s(&values[c]));
         let one_group = self.sw.len() == 1;
         let (sw, sl) = (&mut self.sw, &mut self.sl);
-        let mut bad_weight = None;
         multiclass::for_each_row(func, &values[0], &values[1], filter, |i, row| {
             let Some((probs, label)) = row else {
-                return;
+                return Ok(());
             };
             let wi = match w {
-                Some(w) if w.is_null(i) => return,
-                Some(w) => match check_w(func, w.value(i)) {
-                    Ok(wi) => wi,
-                    Err(e) => {
-                        bad_weight.get_or_insert(e);
-                        return;
-                    }
-                },
+                Some(w) if w.is_null(i) => return Ok(()),
+                Some(w) => check_w(func, w.value(i))?,
                 None => 1.0,
             };
             let loss = match kind {
@@ -384,8 +362,8 @@ impl LossKernel {
             let g = if one_group { 0 } else { groups[i] };
             sw[g] += wi;
             sl[g] += wi * loss;
-        })?;
-        bad_weight.map_or(Ok(()), Err)
+            Ok(())
+        })
     }
 }
 

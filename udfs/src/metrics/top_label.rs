@@ -190,7 +190,7 @@ impl TopLabelKernel {
             let Some((probs, label)) = row else {
                 confidence.push(None);
                 correct.push(None);
-                return;
+                return Ok(());
             };
             // The first largest probability: its class is the prediction.
             let mut best = 0;
@@ -201,6 +201,7 @@ impl TopLabelKernel {
             }
             confidence.push(Some(probs[best]));
             correct.push(Some(if best == label { 1.0 } else { 0.0 }));
+            Ok(())
         })?;
         let mut out: Vec<ArrayRef> = vec![
             Arc::new(Float64Array::from(confidence)),
