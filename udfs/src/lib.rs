@@ -124,6 +124,7 @@ mod common;
 mod dense;
 mod fastmath;
 pub mod fit;
+pub mod host;
 pub mod inference;
 mod kernel;
 mod labels;

@@ -215,6 +215,11 @@ pub(crate) fn stateful() -> &'static [Arc<dyn KernelAggregate>] {
     &registry().stateful
 }
 
+/// The call shape registered under `name` (a `_state` twin has its aggregate's), if any.
+pub(crate) fn shape_of(name: &str) -> Option<CallShape> {
+    registry().by_name.get(name).copied()
+}
+
 /// The SQL literal an optional argument of `func` stands for when a call leaves it out, as
 /// the function's signature declares it; None for an unknown function or argument, or one
 /// without a literal default (a data column such as `propensity`, or `sigma`, whose absence

@@ -1,0 +1,409 @@
+//! calibsql's aggregates as DuckDB aggregate functions.
+//!
+//! DuckDB gives each group `state_size` bytes; here they hold one pointer to a [`Slot`],
+//! which `init` allocates and `destroy` frees (its only owner). A slot holds the group's row
+//! accumulator (calibsql's `Single` face of the function's kernel) and the call it was made
+//! for, created at the group's first row: DuckDB's stable C API has no bind step, so the
+//! constant arguments (`n_bins`, `strategy`) are read from the first row of the rows a chunk
+//! carries and checked to be the same on every row.
+//!
+//! * `update`: when every row of a chunk belongs to one group (no `GROUP BY`) the rows go
+//!   to its accumulator; otherwise one groups accumulator takes the chunk with a group index
+//!   per row, and each group's partial state is merged into its slot.
+//! * `combine`: the source's partial state merged into the target. DuckDB may combine a
+//!   source again (window frames' segment trees), so the source is rebuilt from that state
+//!   (an accumulator that keeps rows hands them over in its state).
+//! * `finalize`: the accumulator's value; a group that saw no row gets the value of a call
+//!   with every constant at its default (NULL for most functions).
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::ptr;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, UInt32Array};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion_common::{Result, ScalarValue};
+use datafusion_expr::function::AccumulatorArgs;
+use datafusion_expr::{Accumulator, AggregateUDF, EmitTo};
+use datafusion_physical_expr::expressions::{Column, Literal};
+use datafusion_physical_expr::PhysicalExpr;
+use libduckdb_sys as ffi;
+
+use crate::guard::{self, c_message, message};
+use crate::overload::{constant_of, default_of, Overload};
+use crate::vectors::{self, cast, LogicalType};
+
+/// A call of an aggregate as DataFusion would plan it: argument `i` is column `i` of the
+/// chunk, or a literal for a constant argument.
+struct Call {
+    udaf: Arc<AggregateUDF>,
+    name: String,
+    schema: Schema,
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    fields: Vec<FieldRef>,
+    ret: FieldRef,
+    constants: Vec<Option<ScalarValue>>,
+}
+
+impl Call {
+    fn new(
+        udaf: &Arc<AggregateUDF>,
+        types: &[DataType],
+        constants: Vec<Option<ScalarValue>>,
+    ) -> Result<Self> {
+        let coerced = udaf.coerce_types(types)?;
+        let fields: Vec<FieldRef> = coerced
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Arc::new(Field::new(format!("a{i}"), t.clone(), true)))
+            .collect();
+        let exprs = constants
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match c {
+                Some(v) => Arc::new(Literal::new(v.clone())) as Arc<dyn PhysicalExpr>,
+                None => Arc::new(Column::new(&format!("a{i}"), i)) as Arc<dyn PhysicalExpr>,
+            })
+            .collect();
+        let ret = Arc::new(Field::new(udaf.name(), udaf.return_type(&coerced)?, true));
+        Ok(Self {
+            udaf: Arc::clone(udaf),
+            name: udaf.name().to_string(),
+            schema: Schema::new(fields.clone()),
+            exprs,
+            fields,
+            ret,
+            constants,
+        })
+    }
+
+    fn args(&self) -> AccumulatorArgs<'_> {
+        AccumulatorArgs {
+            return_field: Arc::clone(&self.ret),
+            schema: &self.schema,
+            ignore_nulls: false,
+            order_bys: &[],
+            is_reversed: false,
+            name: &self.name,
+            is_distinct: false,
+            exprs: &self.exprs,
+            expr_fields: &self.fields,
+        }
+    }
+
+    fn accumulator(&self) -> Result<Box<dyn Accumulator>> {
+        self.udaf.accumulator(self.args())
+    }
+
+    /// `values` as this call reads them (the coerced types).
+    fn coerce(&self, values: &[ArrayRef]) -> std::result::Result<Vec<ArrayRef>, String> {
+        values
+            .iter()
+            .zip(&self.fields)
+            .map(|(v, f)| cast(v, f.data_type()))
+            .collect()
+    }
+}
+
+/// One group's state.
+#[derive(Default)]
+struct Slot {
+    state: Option<(Arc<Call>, Box<dyn Accumulator>)>,
+}
+
+impl Slot {
+    /// The accumulator, made for `call` if the group has none yet; a group's constants
+    /// cannot change from row to row.
+    fn for_call(&mut self, call: &Arc<Call>) -> std::result::Result<&mut dyn Accumulator, String> {
+        if let Some((own, _)) = &self.state {
+            if own.constants != call.constants {
+                return Err(format!(
+                    "{}: the constant arguments must be the same on every row",
+                    call.name
+                ));
+            }
+        } else {
+            let acc = call.accumulator().map_err(message)?;
+            self.state = Some((Arc::clone(call), acc));
+        }
+        Ok(self.state.as_mut().map(|(_, a)| a.as_mut()).expect("just set"))
+    }
+}
+
+unsafe fn overload<'a>(info: ffi::duckdb_function_info) -> &'a Overload {
+    &*(ffi::duckdb_aggregate_function_get_extra_info(info) as *const Overload)
+}
+
+unsafe fn slot<'a>(state: ffi::duckdb_aggregate_state) -> std::result::Result<&'a mut Slot, String> {
+    let p = ptr::read_unaligned(state as *const *mut Slot);
+    p.as_mut().ok_or_else(|| "a group's state was not initialised".to_string())
+}
+
+unsafe fn guarded(info: ffi::duckdb_function_info, body: impl FnOnce() -> std::result::Result<(), String>) {
+    let name = overload(info).name();
+    if let Some(m) = guard::run(name, body) {
+        let m = c_message(&m);
+        ffi::duckdb_aggregate_function_set_error(info, m.as_ptr());
+    }
+}
+
+unsafe extern "C" fn state_size(_info: ffi::duckdb_function_info) -> ffi::idx_t {
+    size_of::<*mut Slot>() as ffi::idx_t
+}
+
+unsafe extern "C" fn init(info: ffi::duckdb_function_info, state: ffi::duckdb_aggregate_state) {
+    // Null first, so that a failed allocation leaves nothing for `destroy` to free.
+    ptr::write_unaligned(state as *mut *mut Slot, ptr::null_mut());
+    guarded(info, || {
+        ptr::write_unaligned(state as *mut *mut Slot, Box::into_raw(Box::<Slot>::default()));
+        Ok(())
+    })
+}
+
+/// The call a chunk's rows make: its columns' types and its constant arguments.
+fn call_of(ov: &Overload, columns: &[ArrayRef]) -> std::result::Result<Call, String> {
+    let Some(udaf) = aggregate(ov) else {
+        return Err(format!("{}: not an aggregate", ov.name()));
+    };
+    let args = &ov.function.arguments;
+    let constants = columns
+        .iter()
+        .zip(args)
+        .map(|(c, a)| {
+            a.kind
+                .is_constant()
+                .then(|| constant_of(ov.name(), a.name, c))
+                .transpose()
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
+    Call::new(udaf, &types, constants).map_err(message)
+}
+
+fn aggregate(ov: &Overload) -> Option<&Arc<AggregateUDF>> {
+    match &ov.function.implementation {
+        calibsql_udfs::host::Implementation::Aggregate(a) => Some(a),
+        calibsql_udfs::host::Implementation::Scalar(_) => None,
+    }
+}
+
+unsafe extern "C" fn update(
+    info: ffi::duckdb_function_info,
+    chunk: ffi::duckdb_data_chunk,
+    states: *mut ffi::duckdb_aggregate_state,
+) {
+    guarded(info, || {
+        let ov = overload(info);
+        let rows = ffi::duckdb_data_chunk_get_size(chunk) as usize;
+        if rows == 0 {
+            return Ok(());
+        }
+        let columns = ov.columns(chunk, rows)?;
+        let call = Arc::new(call_of(ov, &columns)?);
+        let values = call.coerce(&columns)?;
+        let states = std::slice::from_raw_parts(states, rows);
+        if states.iter().all(|&s| s == states[0]) {
+            return slot(states[0])?
+                .for_call(&call)?
+                .update_batch(&values)
+                .map_err(message);
+        }
+        // The chunk's groups numbered in order of first appearance.
+        let mut local: HashMap<ffi::duckdb_aggregate_state, usize> = HashMap::new();
+        let mut targets = vec![];
+        let groups: Vec<usize> = states
+            .iter()
+            .map(|&s| {
+                *local.entry(s).or_insert_with(|| {
+                    targets.push(s);
+                    targets.len() - 1
+                })
+            })
+            .collect();
+        if call.udaf.groups_accumulator_supported(call.args()) {
+            let mut scratch = call.udaf.create_groups_accumulator(call.args()).map_err(message)?;
+            scratch
+                .update_batch(&values, &groups, None, targets.len())
+                .map_err(message)?;
+            let parts = scratch.state(EmitTo::All).map_err(message)?;
+            for (i, &t) in targets.iter().enumerate() {
+                let part: Vec<ArrayRef> = parts.iter().map(|p| p.slice(i, 1)).collect();
+                slot(t)?.for_call(&call)?.merge_batch(&part).map_err(message)?;
+            }
+        } else {
+            let mut rows_of: Vec<Vec<u32>> = vec![vec![]; targets.len()];
+            for (row, &g) in groups.iter().enumerate() {
+                rows_of[g].push(row as u32);
+            }
+            for (rows, &t) in rows_of.into_iter().zip(&targets) {
+                let rows = UInt32Array::from(rows);
+                let part = values
+                    .iter()
+                    .map(|v| arrow::compute::take(v, &rows, None).map_err(|e| e.to_string()))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                slot(t)?.for_call(&call)?.update_batch(&part).map_err(message)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A partial state as arrays of one row.
+fn partial(acc: &mut dyn Accumulator) -> Result<Vec<ArrayRef>> {
+    acc.state()?.iter().map(|s| s.to_array()).collect()
+}
+
+unsafe extern "C" fn combine(
+    info: ffi::duckdb_function_info,
+    source: *mut ffi::duckdb_aggregate_state,
+    target: *mut ffi::duckdb_aggregate_state,
+    count: ffi::idx_t,
+) {
+    guarded(info, || {
+        for i in 0..count as usize {
+            let (src, dst) = (*source.add(i), *target.add(i));
+            if src == dst {
+                continue;
+            }
+            let Some((call, acc)) = slot(src)?.state.as_mut() else {
+                continue;
+            };
+            let call = Arc::clone(call);
+            let part = partial(acc.as_mut()).map_err(message)?;
+            let mut rebuilt = call.accumulator().map_err(message)?;
+            rebuilt.merge_batch(&part).map_err(message)?;
+            *acc = rebuilt;
+            slot(dst)?.for_call(&call)?.merge_batch(&part).map_err(message)?;
+        }
+        Ok(())
+    })
+}
+
+/// The value of a group that saw no row.
+fn empty_value(ov: &Overload) -> Result<ScalarValue> {
+    let udaf = aggregate(ov).expect("registered as an aggregate");
+    let constants = ov
+        .function
+        .arguments
+        .iter()
+        .take(ov.declared.len())
+        .map(|a| {
+            a.kind
+                .is_constant()
+                .then(|| default_of(ov.name(), a.name))
+                .flatten()
+        })
+        .collect();
+    let types = ov.types_with(&DataType::Utf8);
+    match Call::new(udaf, &types, constants).and_then(|c| c.accumulator()) {
+        Ok(mut acc) => acc.evaluate(),
+        // A constant without a default (and no row to read it from): nothing to compute.
+        Err(_) => ScalarValue::try_from(&ov.returns),
+    }
+}
+
+unsafe extern "C" fn finalize(
+    info: ffi::duckdb_function_info,
+    source: *mut ffi::duckdb_aggregate_state,
+    result: ffi::duckdb_vector,
+    count: ffi::idx_t,
+    offset: ffi::idx_t,
+) {
+    guarded(info, || {
+        let ov = overload(info);
+        let mut values = Vec::with_capacity(count as usize);
+        for i in 0..count as usize {
+            let v = match slot(*source.add(i))?.state.as_mut() {
+                Some((_, acc)) => acc.evaluate(),
+                None => empty_value(ov),
+            };
+            values.push(v.map_err(message)?);
+        }
+        let out = if values.is_empty() {
+            arrow::array::new_empty_array(&ov.returns)
+        } else {
+            ScalarValue::iter_to_array(values).map_err(message)?
+        };
+        let out = cast(&out, &ov.returns)?;
+        vectors::write(&out, result, offset as usize)
+    })
+}
+
+unsafe extern "C" fn destroy(states: *mut ffi::duckdb_aggregate_state, count: ffi::idx_t) {
+    // No function info here to report through: free what can be freed, never unwind.
+    let _ = guard::run("destroy", || {
+        for i in 0..count as usize {
+            let s = *states.add(i);
+            let p = ptr::read_unaligned(s as *const *mut Slot);
+            if !p.is_null() {
+                ptr::write_unaligned(s as *mut *mut Slot, ptr::null_mut());
+                drop(Box::from_raw(p));
+            }
+        }
+        Ok(())
+    });
+}
+
+unsafe extern "C" fn drop_overload(data: *mut c_void) {
+    if !data.is_null() {
+        drop(Box::from_raw(data as *mut Overload));
+    }
+}
+
+/// Registers `overloads` (all of one function) as one DuckDB aggregate function set.
+///
+/// # Safety
+/// `con` must be a live connection of the database being loaded into.
+pub unsafe fn register(con: ffi::duckdb_connection, name: &str, overloads: Vec<Overload>) -> std::result::Result<(), String> {
+    let c_name = CString::new(name).map_err(|e| e.to_string())?;
+    let mut set = ffi::duckdb_create_aggregate_function_set(c_name.as_ptr());
+    let mut outcome = Ok(());
+    for ov in overloads {
+        let mut f = ffi::duckdb_create_aggregate_function();
+        ffi::duckdb_aggregate_function_set_name(f, c_name.as_ptr());
+        let declared = ov
+            .declared
+            .iter()
+            .map(|d| match d {
+                Some(t) => LogicalType::from_arrow(t),
+                None => Ok(LogicalType::of(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY)),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>();
+        let returns = LogicalType::from_arrow(&ov.returns);
+        let (declared, returns) = match (declared, returns) {
+            (Ok(d), Ok(r)) => (d, r),
+            (Err(e), _) | (_, Err(e)) => {
+                ffi::duckdb_destroy_aggregate_function(&mut f);
+                outcome = Err(format!("{name}: {e}"));
+                break;
+            }
+        };
+        for t in &declared {
+            ffi::duckdb_aggregate_function_add_parameter(f, t.0);
+        }
+        ffi::duckdb_aggregate_function_set_return_type(f, returns.0);
+        ffi::duckdb_aggregate_function_set_functions(
+            f,
+            Some(state_size),
+            Some(init),
+            Some(update),
+            Some(combine),
+            Some(finalize),
+        );
+        ffi::duckdb_aggregate_function_set_destructor(f, Some(destroy));
+        let extra = Box::into_raw(Box::new(ov));
+        ffi::duckdb_aggregate_function_set_extra_info(f, extra as *mut c_void, Some(drop_overload));
+        let added = ffi::duckdb_add_aggregate_function_to_set(set, f);
+        ffi::duckdb_destroy_aggregate_function(&mut f);
+        if added != ffi::DuckDBSuccess {
+            outcome = Err(format!("{name}: DuckDB refused an overload"));
+            break;
+        }
+    }
+    if outcome.is_ok() && ffi::duckdb_register_aggregate_function_set(con, set) != ffi::DuckDBSuccess {
+        outcome = Err(format!("could not register aggregate {name}"));
+    }
+    ffi::duckdb_destroy_aggregate_function_set(&mut set);
+    outcome
+}

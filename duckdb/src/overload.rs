@@ -1,0 +1,201 @@
+//! Each calibsql function as DuckDB overloads: one per arity and argument type, since
+//! DuckDB's stable C API has no bind step that would see the arguments' types or values.
+//! Numbers are DOUBLE (DuckDB casts INTEGER, FLOAT and DECIMAL to it), a label DOUBLE or
+//! BOOLEAN, a field or model ANY (passed as it is), a constant BIGINT, DOUBLE or VARCHAR, a
+//! `_merge` twin's state the STRUCT its `_state` twin returns.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field};
+use calibsql_udfs::host::{ArgumentKind, HostFunction, Implementation};
+use datafusion_common::config::ConfigOptions;
+use datafusion_common::{DataFusionError, Result, ScalarValue};
+use datafusion_expr::ReturnFieldArgs;
+
+/// One overload as registered: a function, how many of its arguments the call passes and
+/// the Arrow type each is read as (None: as DuckDB gives it, an ANY parameter).
+#[derive(Debug)]
+pub struct Overload {
+    pub function: HostFunction,
+    pub declared: Vec<Option<DataType>>,
+    pub returns: DataType,
+    /// The scalar functions' execution settings (DataFusion's defaults).
+    pub config: Arc<ConfigOptions>,
+}
+
+impl Overload {
+    pub fn name(&self) -> &str {
+        &self.function.name
+    }
+
+    /// A chunk's columns as Arrow arrays of their declared types.
+    ///
+    /// # Safety
+    /// `chunk` must be a live data chunk of this overload's arguments with `rows` rows.
+    pub unsafe fn columns(
+        &self,
+        chunk: libduckdb_sys::duckdb_data_chunk,
+        rows: usize,
+    ) -> std::result::Result<Vec<ArrayRef>, String> {
+        (0..self.declared.len())
+            .map(|i| {
+                let vector = libduckdb_sys::duckdb_data_chunk_get_vector(chunk, i as u64);
+                let what = self.function.arguments[i].name;
+                let a = crate::vectors::read(vector, rows)
+                    .map_err(|e| format!("{}: argument {what}: {e}", self.name()))?;
+                match &self.declared[i] {
+                    Some(t) => crate::vectors::cast(&a, t),
+                    None => Ok(a),
+                }
+            })
+            .collect()
+    }
+
+    /// The types of a call: the declared ones, `any` for the ANY parameters.
+    pub fn types_with(&self, any: &DataType) -> Vec<DataType> {
+        self.declared
+            .iter()
+            .map(|d| d.clone().unwrap_or_else(|| any.clone()))
+            .collect()
+    }
+}
+
+/// What `f` returns for arguments of `types`.
+pub fn return_type(f: &HostFunction, types: &[DataType]) -> Result<DataType> {
+    match &f.implementation {
+        Implementation::Aggregate(a) => a.return_type(&a.coerce_types(types)?),
+        Implementation::Scalar(s) => {
+            let fields: Vec<_> = types
+                .iter()
+                .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+                .collect();
+            let scalars: Vec<Option<&ScalarValue>> = vec![None; types.len()];
+            let args = ReturnFieldArgs {
+                arg_fields: &fields,
+                scalar_arguments: &scalars,
+            };
+            Ok(s.return_field_from_args(args)?.data_type().clone())
+        }
+    }
+}
+
+/// Every overload of every function in `functions`.
+pub fn overloads(functions: &[HostFunction]) -> Result<Vec<Overload>> {
+    let by_name: HashMap<&str, &HostFunction> =
+        functions.iter().map(|f| (f.name.as_str(), f)).collect();
+    // The type an ANY parameter is assumed to have when the return type is worked out at
+    // registration: text (a field), else a calibrator's model (`calibrate`).
+    let model = by_name
+        .get("fit_platt")
+        .map(|f| return_type(f, &[DataType::Float64, DataType::Float64]))
+        .transpose()?
+        .unwrap_or(DataType::Null);
+    let config = Arc::new(ConfigOptions::default());
+    let mut out = vec![];
+    for f in functions {
+        for arity in f.required..=f.arguments.len() {
+            let mut combos: Vec<Vec<Option<DataType>>> = vec![vec![]];
+            for a in &f.arguments[..arity] {
+                let choices = choices(&a.kind, &by_name)?;
+                combos = combos
+                    .into_iter()
+                    .flat_map(|c| {
+                        choices.iter().map(move |t| {
+                            let mut c = c.clone();
+                            c.push(t.clone());
+                            c
+                        })
+                    })
+                    .collect();
+            }
+            for declared in combos {
+                let probe = |any: &DataType| -> Vec<DataType> {
+                    declared
+                        .iter()
+                        .map(|d| d.clone().unwrap_or_else(|| any.clone()))
+                        .collect()
+                };
+                let returns = return_type(f, &probe(&DataType::Utf8))
+                    .or_else(|_| return_type(f, &probe(&model)))?;
+                out.push(Overload {
+                    function: f.clone(),
+                    declared,
+                    returns,
+                    config: Arc::clone(&config),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn choices(
+    kind: &ArgumentKind,
+    by_name: &HashMap<&str, &HostFunction>,
+) -> Result<Vec<Option<DataType>>> {
+    let list = DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
+    Ok(match kind {
+        ArgumentKind::Number | ArgumentKind::ConstantNumber => vec![Some(DataType::Float64)],
+        ArgumentKind::Label => vec![Some(DataType::Float64), Some(DataType::Boolean)],
+        ArgumentKind::Column => vec![None],
+        ArgumentKind::NumberList => vec![Some(list)],
+        ArgumentKind::ConstantInteger => vec![Some(DataType::Int64)],
+        ArgumentKind::ConstantText => vec![Some(DataType::Utf8)],
+        ArgumentKind::StateOf(state) => {
+            let f = by_name.get(state.as_str()).ok_or_else(|| {
+                DataFusionError::Internal(format!("no aggregate {state} for a _merge"))
+            })?;
+            let types: Vec<DataType> = f.arguments[..f.required]
+                .iter()
+                .map(|a| match a.kind {
+                    ArgumentKind::Column | ArgumentKind::ConstantText => DataType::Utf8,
+                    ArgumentKind::NumberList => list.clone(),
+                    ArgumentKind::ConstantInteger => DataType::Int64,
+                    _ => DataType::Float64,
+                })
+                .collect();
+            vec![Some(return_type(f, &types)?)]
+        }
+    })
+}
+
+/// The constant argument `arg` of `function` (the same non-NULL value on every row).
+pub fn constant_of(
+    function: &str,
+    arg: &str,
+    a: &arrow::array::ArrayRef,
+) -> std::result::Result<ScalarValue, String> {
+    use arrow::array::{Array, Scalar};
+    if a.is_empty() {
+        return Err(format!("{function}: argument {arg} has no value"));
+    }
+    if a.null_count() > 0 {
+        return Err(format!(
+            "{function}: argument {arg} must be a constant, got NULL"
+        ));
+    }
+    let first = a.slice(0, 1);
+    let same = arrow::compute::kernels::cmp::not_distinct(a, &Scalar::new(&first))
+        .map_err(|e| e.to_string())?;
+    if same.true_count() != a.len() {
+        return Err(format!(
+            "{function}: argument {arg} must be a constant, got different values on different rows"
+        ));
+    }
+    ScalarValue::try_from_array(a, 0).map_err(crate::guard::message)
+}
+
+/// The value of a constant argument that a call leaves out or that no row showed: its
+/// declared default (a SQL literal: `15`, `'uniform'`, `2.2e-16`).
+pub fn default_of(function: &str, arg: &str) -> Option<ScalarValue> {
+    let sql = calibsql_udfs::argument_default(function, arg)?;
+    if let Some(text) = sql.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
+        return Some(ScalarValue::Utf8(Some(text.to_string())));
+    }
+    if let Ok(i) = sql.parse::<i64>() {
+        return Some(ScalarValue::Int64(Some(i)));
+    }
+    sql.parse::<f64>().ok().map(|x| ScalarValue::Float64(Some(x)))
+}
