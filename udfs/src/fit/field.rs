@@ -277,12 +277,15 @@ impl Kernel for FieldFitKernel {
         let keys = states[0].as_list::<i32>();
         let key_values = keys.values().as_string::<i32>();
         let offsets = keys.value_offsets();
-        let mut inner = vec![0; key_values.len()];
+        // The entries of these rows only: a sliced state's lists share their values with
+        // rows outside the slice.
+        let (first, last) = (offsets[0] as usize, offsets[keys.len()] as usize);
+        let mut inner = vec![0; last - first];
         for (r, &g) in groups.iter().enumerate() {
             let span = offsets[r] as usize..offsets[r + 1] as usize;
             let ids = self.inner_groups(g, span.clone().map(|j| Some(key_values.value(j))));
             for (j, id) in span.zip(ids) {
-                inner[j] = id;
+                inner[j - first] = id;
             }
         }
         let mut children = Vec::with_capacity(states.len() - 1);
@@ -291,7 +294,7 @@ impl Kernel for FieldFitKernel {
             if l.value_offsets() != offsets {
                 return internal_err!("{}: malformed partial state", self.func());
             }
-            children.push(Arc::clone(l.values()));
+            children.push(l.values().slice(first, last - first));
         }
         self.inner.merge(&children, &inner)
     }
