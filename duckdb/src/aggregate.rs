@@ -152,10 +152,14 @@ unsafe fn overload<'a>(info: ffi::duckdb_function_info) -> &'a Overload {
 
 unsafe fn slot<'a>(state: ffi::duckdb_aggregate_state) -> std::result::Result<&'a Slot, String> {
     let p = ptr::read_unaligned(state as *const *const Slot);
-    p.as_ref().ok_or_else(|| "a group's state was not initialised".to_string())
+    p.as_ref()
+        .ok_or_else(|| "a group's state was not initialised".to_string())
 }
 
-unsafe fn guarded(info: ffi::duckdb_function_info, body: impl FnOnce() -> std::result::Result<(), String>) {
+unsafe fn guarded(
+    info: ffi::duckdb_function_info,
+    body: impl FnOnce() -> std::result::Result<(), String>,
+) {
     let name = overload(info).name();
     if let Some(m) = guard::run(name, body) {
         let m = c_message(&m);
@@ -171,7 +175,10 @@ unsafe extern "C" fn init(info: ffi::duckdb_function_info, state: ffi::duckdb_ag
     // Null first, so that a failed allocation leaves nothing for `destroy` to free.
     ptr::write_unaligned(state as *mut *mut Slot, ptr::null_mut());
     guarded(info, || {
-        ptr::write_unaligned(state as *mut *mut Slot, Box::into_raw(Box::<Slot>::default()));
+        ptr::write_unaligned(
+            state as *mut *mut Slot,
+            Box::into_raw(Box::<Slot>::default()),
+        );
         Ok(())
     })
 }
@@ -236,7 +243,10 @@ unsafe extern "C" fn update(
             })
             .collect();
         if call.udaf.groups_accumulator_supported(call.args()) {
-            let mut scratch = call.udaf.create_groups_accumulator(call.args()).map_err(message)?;
+            let mut scratch = call
+                .udaf
+                .create_groups_accumulator(call.args())
+                .map_err(message)?;
             scratch
                 .update_batch(&values, &groups, None, targets.len())
                 .map_err(message)?;
@@ -382,7 +392,11 @@ unsafe extern "C" fn drop_overload(data: *mut c_void) {
 ///
 /// # Safety
 /// `con` must be a live connection of the database being loaded into.
-pub unsafe fn register(con: ffi::duckdb_connection, name: &str, overloads: Vec<Overload>) -> std::result::Result<(), String> {
+pub unsafe fn register(
+    con: ffi::duckdb_connection,
+    name: &str,
+    overloads: Vec<Overload>,
+) -> std::result::Result<(), String> {
     let c_name = CString::new(name).map_err(|e| e.to_string())?;
     let mut set = ffi::duckdb_create_aggregate_function_set(c_name.as_ptr());
     let mut outcome = Ok(());
@@ -428,7 +442,9 @@ pub unsafe fn register(con: ffi::duckdb_connection, name: &str, overloads: Vec<O
             break;
         }
     }
-    if outcome.is_ok() && ffi::duckdb_register_aggregate_function_set(con, set) != ffi::DuckDBSuccess {
+    if outcome.is_ok()
+        && ffi::duckdb_register_aggregate_function_set(con, set) != ffi::DuckDBSuccess
+    {
         outcome = Err(format!("could not register aggregate {name}"));
     }
     ffi::duckdb_destroy_aggregate_function_set(&mut set);

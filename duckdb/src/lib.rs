@@ -30,8 +30,9 @@ unsafe fn register_all(con: ffi::duckdb_connection) -> Result<(), String> {
     let functions = host_functions();
     let mut overloads = overload::overloads(&functions).map_err(guard::message)?;
     for f in &functions {
-        let (own, rest): (Vec<_>, Vec<_>) =
-            overloads.into_iter().partition(|o| o.function.name == f.name);
+        let (own, rest): (Vec<_>, Vec<_>) = overloads
+            .into_iter()
+            .partition(|o| o.function.name == f.name);
         overloads = rest;
         match f.implementation {
             Implementation::Aggregate(_) => aggregate::register(con, &f.name, own)?,
@@ -49,7 +50,9 @@ unsafe fn init(
     if !ffi::duckdb_rs_extension_api_init(info, access, MIN_C_API).map_err(|e| e.to_string())? {
         return Ok(false);
     }
-    let get_database = (*access).get_database.ok_or("DuckDB gave no get_database")?;
+    let get_database = (*access)
+        .get_database
+        .ok_or("DuckDB gave no get_database")?;
     let db = get_database(info);
     if db.is_null() {
         return Err("DuckDB gave no database".into());

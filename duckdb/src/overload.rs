@@ -197,5 +197,7 @@ pub fn default_of(function: &str, arg: &str) -> Option<ScalarValue> {
     if let Ok(i) = sql.parse::<i64>() {
         return Some(ScalarValue::Int64(Some(i)));
     }
-    sql.parse::<f64>().ok().map(|x| ScalarValue::Float64(Some(x)))
+    sql.parse::<f64>()
+        .ok()
+        .map(|x| ScalarValue::Float64(Some(x)))
 }

@@ -128,7 +128,7 @@ unsafe fn fixed(
 }
 
 /// The bytes of a DuckDB string (inlined up to 12 bytes, else behind a pointer).
-unsafe fn string_bytes<'a>(s: &'a ffi::duckdb_string_t) -> &'a [u8] {
+unsafe fn string_bytes(s: &ffi::duckdb_string_t) -> &[u8] {
     let len = s.value.inlined.length as usize;
     if len <= 12 {
         std::slice::from_raw_parts(s.value.inlined.inlined.as_ptr() as *const u8, len)
@@ -170,7 +170,9 @@ unsafe fn read_as(vector: ffi::duckdb_vector, ty: &LogicalType, len: usize) -> R
         }
         DUCKDB_TYPE_DUCKDB_TYPE_LIST => return list(vector, ty, len),
         DUCKDB_TYPE_DUCKDB_TYPE_STRUCT => return structure(vector, ty, len),
-        DUCKDB_TYPE_DUCKDB_TYPE_SQLNULL => return Ok(arrow::array::new_null_array(&DataType::Null, len)),
+        DUCKDB_TYPE_DUCKDB_TYPE_SQLNULL => {
+            return Ok(arrow::array::new_null_array(&DataType::Null, len))
+        }
         other => return Err(format!("DuckDB type {} is not supported", type_name(other))),
     };
     fixed(vector, t, w, len)
@@ -224,7 +226,9 @@ unsafe fn list(vector: ffi::duckdb_vector, ty: &LogicalType, len: usize) -> Resu
             (take.len(), 0)
         };
         if start + n > child_len {
-            return Err(format!("a list entry ({start}+{n}) runs past its child ({child_len})"));
+            return Err(format!(
+                "a list entry ({start}+{n}) runs past its child ({child_len})"
+            ));
         }
         contiguous &= start == take.len();
         take.extend((start..start + n).map(|j| j as u32));
@@ -250,7 +254,11 @@ unsafe fn structure(vector: ffi::duckdb_vector, ty: &LogicalType, len: usize) ->
         let name = CStr::from_ptr(raw).to_string_lossy().into_owned();
         ffi::duckdb_free(raw as *mut std::ffi::c_void);
         let child_ty = LogicalType(ffi::duckdb_struct_type_child_type(ty.0, i));
-        let column = read_as(ffi::duckdb_struct_vector_get_child(vector, i), &child_ty, len)?;
+        let column = read_as(
+            ffi::duckdb_struct_vector_get_child(vector, i),
+            &child_ty,
+            len,
+        )?;
         fields.push(Field::new(name, column.data_type().clone(), true));
         columns.push(column);
     }
@@ -347,7 +355,11 @@ pub unsafe fn write(a: &ArrayRef, vector: ffi::duckdb_vector, at: usize) -> Resu
         }
         DataType::Struct(_) => {
             for (i, column) in a.as_struct().columns().iter().enumerate() {
-                write(column, ffi::duckdb_struct_vector_get_child(vector, i as u64), at)?;
+                write(
+                    column,
+                    ffi::duckdb_struct_vector_get_child(vector, i as u64),
+                    at,
+                )?;
             }
         }
         DataType::Null => {}

@@ -371,3 +371,64 @@ async fn sliding_windows_subtract_states_and_rows() {
     .await;
     assert!(e.to_lowercase().contains("sliding"), "{e}");
 }
+
+/// A partial state merged from a slice of the state arrays (one group's row of them, its
+/// lists' values shared with the other rows: what DuckDB's per-group merges hand over) gives
+/// that group's own value. The field-aware fits once merged the other rows' entries too.
+#[test]
+fn a_sliced_partial_state_merges_only_its_rows() {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{ArrayRef, Float64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::logical_expr::EmitTo;
+
+    let n = 600;
+    let p: Vec<f64> = (0..n).map(|i| ((i * 37) % 97) as f64 / 97.0).collect();
+    let y: Vec<f64> = (0..n).map(|i| ((i * 7919) % 3 == 0) as u8 as f64).collect();
+    let f: Vec<String> = (0..n).map(|i| format!("s{}", (i * 13) % 5)).collect();
+    let groups: Vec<usize> = (0..n).map(|i| i % 3).collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Float64Array::from(p)),
+        Arc::new(Float64Array::from(y)),
+        Arc::new(StringArray::from(f)),
+    ];
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("p", DataType::Float64, false),
+        Field::new("y", DataType::Float64, false),
+        Field::new("f", DataType::Utf8, false),
+    ]));
+    for name in [
+        "fit_field_calib",
+        "fit_confcalib",
+        "field_ece",
+        "field_rce",
+        "ece",
+        "auc",
+    ] {
+        let call = support::UdafCall::columns(
+            name,
+            Arc::clone(&schema),
+            &["p", "y", "f"][..if name.starts_with("fit_") || name.starts_with("field_") {
+                3
+            } else {
+                2
+            }],
+        );
+        let args = &columns[..call.exprs.len()];
+        let mut all = call.groups_accumulator();
+        all.update_batch(args, &groups, None, 3).unwrap();
+        let states = all.state(EmitTo::All).unwrap();
+        let mut again = call.groups_accumulator();
+        again.update_batch(args, &groups, None, 3).unwrap();
+        let want = again.evaluate(EmitTo::All).unwrap();
+        for g in 0..3 {
+            let mut one = call.accumulator();
+            let slice: Vec<ArrayRef> = states.iter().map(|s| s.slice(g, 1)).collect();
+            one.merge_batch(&slice).unwrap();
+            let got = one.evaluate().unwrap();
+            let want = ScalarValue::try_from_array(&want, g).unwrap();
+            assert_close(&format!("{name} group {g}"), &got, &want);
+        }
+    }
+}
