@@ -53,6 +53,11 @@ const NOT_RUN: &[(&str, &str, &str)] = &[
         "a cluster: roles that run until stopped, one terminal each (tests/cluster_cli.rs runs them as processes)",
     ),
     (
+        "docs/duckdb.md",
+        "bash duckdb/build.sh",
+        "a release build (python/run-tests.sh builds and tests the extension with --dev)",
+    ),
+    (
         "docs/performance.md",
         "cargo bench --bench aggregates",
         "release benches that run for many minutes",
