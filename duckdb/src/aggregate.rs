@@ -1,113 +1,39 @@
 //! calibsql's aggregates as DuckDB aggregate functions.
 //!
 //! DuckDB gives each group `state_size` bytes; here they hold one pointer to a [`Slot`],
-//! which `init` allocates and `destroy` frees (its only owner). A slot holds the group's row
-//! accumulator (calibsql's `Single` face of the function's kernel) and the call it was made
-//! for, created at the group's first row: DuckDB's stable C API has no bind step, so the
-//! constant arguments (`n_bins`, `strategy`) are read from the first row of the rows a chunk
-//! carries and checked to be the same on every row.
+//! which `init` allocates and `destroy` frees (its only owner). A slot holds the group's
+//! [`Partial`] (the function's own accumulator) and the [`AggregateCall`] it was made for,
+//! created at the group's first row: DuckDB's stable C API has no bind step, so the constant
+//! arguments (`n_bins`, `strategy`) are read from the rows a chunk carries and checked to be
+//! the same on every row.
 //!
 //! * `update`: when every row of a chunk belongs to one group (no `GROUP BY`) the rows go
-//!   to its accumulator; otherwise one groups accumulator takes the chunk with a group index
-//!   per row, and each group's partial state is merged into its slot.
+//!   to its partial; otherwise the call makes every group's partial state in one pass over
+//!   the chunk, and each is merged into its group's partial.
 //! * `combine`: the source's partial state merged into the target. DuckDB may combine a
 //!   source again (window frames' segment trees), so the source is rebuilt from that state
-//!   (an accumulator that keeps rows hands them over in its state).
-//! * `finalize`: the accumulator's value; a group that saw no row gets the value of a call
-//!   with every constant at its default (NULL for most functions).
+//!   (an aggregate that keeps rows hands them over in its state).
+//! * `finalize`: the partial's value; a group that saw no row gets the value of a call with
+//!   every constant at its default (NULL for most functions).
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use arrow::array::{Array, ArrayRef, UInt32Array};
-use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use arrow::array::ArrayRef;
+use arrow::datatypes::DataType;
+use calibsql_udfs::host::{AggregateCall, Implementation, Partial};
 use datafusion_common::{Result, ScalarValue};
-use datafusion_expr::function::AccumulatorArgs;
-use datafusion_expr::{Accumulator, AggregateUDF, EmitTo};
-use datafusion_physical_expr::expressions::{Column, Literal};
-use datafusion_physical_expr::PhysicalExpr;
+use datafusion_expr::AggregateUDF;
 use libduckdb_sys as ffi;
 
 use crate::guard::{self, c_message, message};
-use crate::overload::{constant_of, default_of, Overload};
+use crate::overload::{constant_of, Overload};
 use crate::vectors::{self, cast, LogicalType};
 
-/// A call of an aggregate as DataFusion would plan it: argument `i` is column `i` of the
-/// chunk, or a literal for a constant argument.
-struct Call {
-    udaf: Arc<AggregateUDF>,
-    name: String,
-    schema: Schema,
-    exprs: Vec<Arc<dyn PhysicalExpr>>,
-    fields: Vec<FieldRef>,
-    ret: FieldRef,
-    constants: Vec<Option<ScalarValue>>,
-}
-
-impl Call {
-    fn new(
-        udaf: &Arc<AggregateUDF>,
-        types: &[DataType],
-        constants: Vec<Option<ScalarValue>>,
-    ) -> Result<Self> {
-        let coerced = udaf.coerce_types(types)?;
-        let fields: Vec<FieldRef> = coerced
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Arc::new(Field::new(format!("a{i}"), t.clone(), true)))
-            .collect();
-        let exprs = constants
-            .iter()
-            .enumerate()
-            .map(|(i, c)| match c {
-                Some(v) => Arc::new(Literal::new(v.clone())) as Arc<dyn PhysicalExpr>,
-                None => Arc::new(Column::new(&format!("a{i}"), i)) as Arc<dyn PhysicalExpr>,
-            })
-            .collect();
-        let ret = Arc::new(Field::new(udaf.name(), udaf.return_type(&coerced)?, true));
-        Ok(Self {
-            udaf: Arc::clone(udaf),
-            name: udaf.name().to_string(),
-            schema: Schema::new(fields.clone()),
-            exprs,
-            fields,
-            ret,
-            constants,
-        })
-    }
-
-    fn args(&self) -> AccumulatorArgs<'_> {
-        AccumulatorArgs {
-            return_field: Arc::clone(&self.ret),
-            schema: &self.schema,
-            ignore_nulls: false,
-            order_bys: &[],
-            is_reversed: false,
-            name: &self.name,
-            is_distinct: false,
-            exprs: &self.exprs,
-            expr_fields: &self.fields,
-        }
-    }
-
-    fn accumulator(&self) -> Result<Box<dyn Accumulator>> {
-        self.udaf.accumulator(self.args())
-    }
-
-    /// `values` as this call reads them (the coerced types).
-    fn coerce(&self, values: &[ArrayRef]) -> std::result::Result<Vec<ArrayRef>, String> {
-        values
-            .iter()
-            .zip(&self.fields)
-            .map(|(v, f)| cast(v, f.data_type()))
-            .collect()
-    }
-}
-
-/// A group's accumulator and the call it was made for.
-type Accumulated = Option<(Arc<Call>, Box<dyn Accumulator>)>;
+/// A group's partial aggregate and the call it was made for.
+type Accumulated = Option<(Arc<AggregateCall>, Partial)>;
 
 /// One group's state. DuckDB may combine one source into several targets at once (the
 /// nodes of a window's segment tree), and reading a state takes `&mut` (an accumulator that
@@ -123,26 +49,26 @@ impl Slot {
     }
 }
 
-/// The accumulator of `state`, made for `call` if the group has none yet; a group's
+/// The partial aggregate of `state`, made for `call` if the group has none yet; a group's
 /// constants cannot change from row to row.
 fn for_call<'a>(
     state: &'a mut Accumulated,
-    call: &Arc<Call>,
-) -> std::result::Result<&'a mut dyn Accumulator, String> {
+    call: &Arc<AggregateCall>,
+) -> std::result::Result<&'a mut Partial, String> {
     if let Some((own, _)) = state {
-        if own.constants != call.constants {
+        if own.constants() != call.constants() {
             return Err(format!(
                 "{}: the constant arguments must be the same on every row",
-                call.name
+                call.name()
             ));
         }
     } else {
-        let acc = call.accumulator().map_err(message)?;
-        *state = Some((Arc::clone(call), acc));
+        let partial = call.partial().map_err(message)?;
+        *state = Some((Arc::clone(call), partial));
     }
     match state {
-        Some((_, acc)) => Ok(acc.as_mut()),
-        None => Err(format!("{}: no accumulator", call.name)),
+        Some((_, partial)) => Ok(partial),
+        None => Err(format!("{}: no partial aggregate", call.name())),
     }
 }
 
@@ -184,7 +110,7 @@ unsafe extern "C" fn init(info: ffi::duckdb_function_info, state: ffi::duckdb_ag
 }
 
 /// The call a chunk's rows make: its columns' types and its constant arguments.
-fn call_of(ov: &Overload, columns: &[ArrayRef]) -> std::result::Result<Call, String> {
+fn call_of(ov: &Overload, columns: &[ArrayRef]) -> std::result::Result<AggregateCall, String> {
     let Some(udaf) = aggregate(ov) else {
         return Err(format!("{}: not an aggregate", ov.name()));
     };
@@ -200,13 +126,13 @@ fn call_of(ov: &Overload, columns: &[ArrayRef]) -> std::result::Result<Call, Str
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
-    Call::new(udaf, &types, constants).map_err(message)
+    AggregateCall::new(udaf, &types, constants).map_err(message)
 }
 
 fn aggregate(ov: &Overload) -> Option<&Arc<AggregateUDF>> {
     match &ov.function.implementation {
-        calibsql_udfs::host::Implementation::Aggregate(a) => Some(a),
-        calibsql_udfs::host::Implementation::Scalar(_) => None,
+        Implementation::Aggregate(a) => Some(a),
+        Implementation::Scalar(_) => None,
     }
 }
 
@@ -223,14 +149,15 @@ unsafe extern "C" fn update(
         }
         let columns = ov.columns(chunk, rows)?;
         let call = Arc::new(call_of(ov, &columns)?);
-        let values = call.coerce(&columns)?;
+        let values = call.coerce(&columns).map_err(message)?;
         let states = std::slice::from_raw_parts(states, rows);
         if states.iter().all(|&s| s == states[0]) {
             return for_call(&mut slot(states[0])?.lock(), &call)?
-                .update_batch(&values)
+                .update(&values)
                 .map_err(message);
         }
-        // The chunk's groups numbered in order of first appearance.
+        // The chunk's groups numbered in order of first appearance, each group's partial
+        // state made in one pass over the chunk, then merged into the group's own.
         let mut local: HashMap<ffi::duckdb_aggregate_state, usize> = HashMap::new();
         let mut targets = vec![];
         let groups: Vec<usize> = states
@@ -242,44 +169,16 @@ unsafe extern "C" fn update(
                 })
             })
             .collect();
-        if call.udaf.groups_accumulator_supported(call.args()) {
-            let mut scratch = call
-                .udaf
-                .create_groups_accumulator(call.args())
+        let parts = call
+            .partial_states(&values, &groups, targets.len())
+            .map_err(message)?;
+        for (part, &t) in parts.iter().zip(&targets) {
+            for_call(&mut slot(t)?.lock(), &call)?
+                .merge(part)
                 .map_err(message)?;
-            scratch
-                .update_batch(&values, &groups, None, targets.len())
-                .map_err(message)?;
-            let parts = scratch.state(EmitTo::All).map_err(message)?;
-            for (i, &t) in targets.iter().enumerate() {
-                let part: Vec<ArrayRef> = parts.iter().map(|p| p.slice(i, 1)).collect();
-                for_call(&mut slot(t)?.lock(), &call)?
-                    .merge_batch(&part)
-                    .map_err(message)?;
-            }
-        } else {
-            let mut rows_of: Vec<Vec<u32>> = vec![vec![]; targets.len()];
-            for (row, &g) in groups.iter().enumerate() {
-                rows_of[g].push(row as u32);
-            }
-            for (rows, &t) in rows_of.into_iter().zip(&targets) {
-                let rows = UInt32Array::from(rows);
-                let part = values
-                    .iter()
-                    .map(|v| arrow::compute::take(v, &rows, None).map_err(|e| e.to_string()))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                for_call(&mut slot(t)?.lock(), &call)?
-                    .update_batch(&part)
-                    .map_err(message)?;
-            }
         }
         Ok(())
     })
-}
-
-/// A partial state as arrays of one row.
-fn partial(acc: &mut dyn Accumulator) -> Result<Vec<ArrayRef>> {
-    acc.state()?.iter().map(|s| s.to_array()).collect()
 }
 
 unsafe extern "C" fn combine(
@@ -294,47 +193,39 @@ unsafe extern "C" fn combine(
             if src == dst {
                 continue;
             }
-            // The source's partial state, and the source rebuilt from it (reading took
-            // the rows of an accumulator that keeps them); then the target's merge of it.
+            // The source's partial state, and the source rebuilt from it (reading it took
+            // the rows of an aggregate that keeps them); then the target's merge of it.
             let (call, part) = {
                 let mut source = slot(src)?.lock();
-                let Some((call, acc)) = source.as_mut() else {
+                let Some((call, partial)) = source.as_mut() else {
                     continue;
                 };
-                let part = partial(acc.as_mut()).map_err(message)?;
-                let mut rebuilt = call.accumulator().map_err(message)?;
-                rebuilt.merge_batch(&part).map_err(message)?;
-                *acc = rebuilt;
+                let part = partial.take_state().map_err(message)?;
+                let mut rebuilt = call.partial().map_err(message)?;
+                rebuilt.merge(&part).map_err(message)?;
+                *partial = rebuilt;
                 (Arc::clone(call), part)
             };
             for_call(&mut slot(dst)?.lock(), &call)?
-                .merge_batch(&part)
+                .merge(&part)
                 .map_err(message)?;
         }
         Ok(())
     })
 }
 
-/// The value of a group that saw no row.
+/// The value of a group that saw no row: a call with every constant at its default.
 fn empty_value(ov: &Overload) -> Result<ScalarValue> {
     let Some(udaf) = aggregate(ov) else {
         return ScalarValue::try_from(&ov.returns);
     };
-    let constants = ov
-        .function
-        .arguments
+    let constants = ov.function.arguments[..ov.declared.len()]
         .iter()
-        .take(ov.declared.len())
-        .map(|a| {
-            a.kind
-                .is_constant()
-                .then(|| default_of(ov.name(), a.name))
-                .flatten()
-        })
+        .map(|a| a.kind.is_constant().then(|| a.default.clone()).flatten())
         .collect();
     let types = ov.types_with(&DataType::Utf8);
-    match Call::new(udaf, &types, constants).and_then(|c| c.accumulator()) {
-        Ok(mut acc) => acc.evaluate(),
+    match AggregateCall::new(udaf, &types, constants).and_then(|c| c.partial()) {
+        Ok(mut partial) => partial.value(),
         // A constant without a default (and no row to read it from): nothing to compute.
         Err(_) => ScalarValue::try_from(&ov.returns),
     }
@@ -352,7 +243,7 @@ unsafe extern "C" fn finalize(
         let mut values = Vec::with_capacity(count as usize);
         for i in 0..count as usize {
             let v = match slot(*source.add(i))?.lock().as_mut() {
-                Some((_, acc)) => acc.evaluate(),
+                Some((_, partial)) => partial.value(),
                 None => empty_value(ov),
             };
             values.push(v.map_err(message)?);

@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field};
-use calibsql_udfs::host::{ArgumentKind, HostFunction, Implementation};
+use calibsql_udfs::host::{ArgumentKind, HostFunction};
 use datafusion_common::config::ConfigOptions;
 use datafusion_common::{DataFusionError, Result, ScalarValue};
-use datafusion_expr::ReturnFieldArgs;
 
 /// One overload as registered: a function, how many of its arguments the call passes and
 /// the Arrow type each is read as (None: as DuckDB gives it, an ANY parameter).
@@ -62,25 +61,6 @@ impl Overload {
     }
 }
 
-/// What `f` returns for arguments of `types`.
-pub fn return_type(f: &HostFunction, types: &[DataType]) -> Result<DataType> {
-    match &f.implementation {
-        Implementation::Aggregate(a) => a.return_type(&a.coerce_types(types)?),
-        Implementation::Scalar(s) => {
-            let fields: Vec<_> = types
-                .iter()
-                .map(|t| Arc::new(Field::new("a", t.clone(), true)))
-                .collect();
-            let scalars: Vec<Option<&ScalarValue>> = vec![None; types.len()];
-            let args = ReturnFieldArgs {
-                arg_fields: &fields,
-                scalar_arguments: &scalars,
-            };
-            Ok(s.return_field_from_args(args)?.data_type().clone())
-        }
-    }
-}
-
 /// Every overload of every function in `functions`.
 pub fn overloads(functions: &[HostFunction]) -> Result<Vec<Overload>> {
     let by_name: HashMap<&str, &HostFunction> =
@@ -89,7 +69,7 @@ pub fn overloads(functions: &[HostFunction]) -> Result<Vec<Overload>> {
     // registration: text (a field), else a calibrator's model (`calibrate`).
     let model = by_name
         .get("fit_platt")
-        .map(|f| return_type(f, &[DataType::Float64, DataType::Float64]))
+        .map(|f| f.return_type(&[DataType::Float64, DataType::Float64]))
         .transpose()?
         .unwrap_or(DataType::Null);
     let config = Arc::new(ConfigOptions::default());
@@ -117,8 +97,9 @@ pub fn overloads(functions: &[HostFunction]) -> Result<Vec<Overload>> {
                         .map(|d| d.clone().unwrap_or_else(|| any.clone()))
                         .collect()
                 };
-                let returns = return_type(f, &probe(&DataType::Utf8))
-                    .or_else(|_| return_type(f, &probe(&model)))?;
+                let returns = f
+                    .return_type(&probe(&DataType::Utf8))
+                    .or_else(|_| f.return_type(&probe(&model)))?;
                 out.push(Overload {
                     function: f.clone(),
                     declared,
@@ -156,7 +137,7 @@ fn choices(
                     _ => DataType::Float64,
                 })
                 .collect();
-            vec![Some(return_type(f, &types)?)]
+            vec![Some(f.return_type(&types)?)]
         }
     })
 }
@@ -185,19 +166,4 @@ pub fn constant_of(
         ));
     }
     ScalarValue::try_from_array(a, 0).map_err(crate::guard::message)
-}
-
-/// The value of a constant argument that a call leaves out or that no row showed: its
-/// declared default (a SQL literal: `15`, `'uniform'`, `2.2e-16`).
-pub fn default_of(function: &str, arg: &str) -> Option<ScalarValue> {
-    let sql = calibsql_udfs::argument_default(function, arg)?;
-    if let Some(text) = sql.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
-        return Some(ScalarValue::Utf8(Some(text.to_string())));
-    }
-    if let Ok(i) = sql.parse::<i64>() {
-        return Some(ScalarValue::Int64(Some(i)));
-    }
-    sql.parse::<f64>()
-        .ok()
-        .map(|x| ScalarValue::Float64(Some(x)))
 }

@@ -1,13 +1,12 @@
 //! calibsql's scalar functions as DuckDB scalar functions: a chunk's columns read as Arrow
-//! arrays (a constant argument as a constant), the function invoked as DataFusion invokes
-//! it, its result written into DuckDB's result vector.
+//! arrays (a constant argument as a constant), the function invoked
+//! ([`calibsql_udfs::host::invoke_scalar`]), its result written into DuckDB's result vector.
 
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
-use arrow::datatypes::{Field, FieldRef};
-use calibsql_udfs::host::Implementation;
-use datafusion_expr::{ColumnarValue, ScalarFunctionArgs};
+use calibsql_udfs::host::{invoke_scalar, Implementation};
+use datafusion_expr::ColumnarValue;
 use libduckdb_sys as ffi;
 
 use crate::guard::{self, c_message, message};
@@ -42,21 +41,7 @@ unsafe fn invoke(
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let arg_fields: Vec<FieldRef> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| Arc::new(Field::new(format!("a{i}"), c.data_type().clone(), true)))
-        .collect();
-    let out = udf
-        .invoke_with_args(ScalarFunctionArgs {
-            args,
-            arg_fields,
-            number_rows: rows,
-            return_field: Arc::new(Field::new(ov.name(), ov.returns.clone(), true)),
-            config_options: Arc::clone(&ov.config),
-        })
-        .and_then(|v| v.into_array(rows))
-        .map_err(message)?;
+    let out = invoke_scalar(udf, args, rows, &ov.returns, &ov.config).map_err(message)?;
     vectors::write(&cast(&out, &ov.returns)?, output, 0)
 }
 

@@ -1,13 +1,33 @@
-//! The functions as a host engine other than DataFusion sees them (the DuckDB extension,
-//! `duckdb/`): each registered function's name, its DataFusion implementation and its
-//! arguments by kind, so that a host can declare its own overloads (one per arity and
-//! argument type) and pass constants as constants. The list is the registry's
-//! ([`crate::all_aggregate_functions`], [`crate::all_scalar_functions`]): a function added
-//! there reaches every host.
+//! The functions as a host engine other than DataFusion drives them (the DuckDB extension,
+//! `duckdb/`), in Arrow arrays and plain values only:
+//!
+//! - [`host_functions`]: each registered function's name and arguments by kind (with the
+//!   constants' defaults), so that a host can declare its own overloads (one per arity and
+//!   argument type) and pass constants as constants. The list is the registry's
+//!   ([`crate::all_aggregate_functions`], [`crate::all_scalar_functions`]): a function added
+//!   there reaches every host.
+//! - [`AggregateCall`]: an aggregate called with given argument types and constants, made
+//!   from those plain parameters; its [`Partial`]s are the function's own accumulator (the
+//!   row face of its kernel), updated with rows, read and merged as partial states, evaluated.
+//! - [`invoke_scalar`]: a scalar function over arrays and constants.
+//!
+//! DataFusion's planner is not involved: a host checks and coerces nothing itself, and what
+//! DataFusion's planner would refuse (a wrong type, a bad constant) is an error here, with
+//! the function's own message.
 
 use std::sync::Arc;
 
-use datafusion_expr::{AggregateUDF, ScalarUDF};
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion_common::config::ConfigOptions;
+use datafusion_common::{Result, ScalarValue};
+use datafusion_expr::function::AccumulatorArgs;
+use datafusion_expr::{
+    Accumulator, AggregateUDF, ColumnarValue, EmitTo, ReturnFieldArgs, ScalarFunctionArgs,
+    ScalarUDF,
+};
+use datafusion_physical_expr::expressions::{Column, Literal};
+use datafusion_physical_expr::PhysicalExpr;
 
 use crate::common::{CallShape, Role};
 
@@ -47,6 +67,8 @@ impl ArgumentKind {
 pub struct HostArgument {
     pub name: &'static str,
     pub kind: ArgumentKind,
+    /// The value a call that leaves a constant out stands for (`15`, `'uniform'`).
+    pub default: Option<ScalarValue>,
 }
 
 /// A function's DataFusion implementation.
@@ -99,12 +121,17 @@ fn arguments_of(name: &str) -> Option<(Vec<HostArgument>, usize)> {
         let arg = HostArgument {
             name: "state",
             kind: ArgumentKind::StateOf(state),
+            default: None,
         };
         return Some((vec![arg], 1));
     }
     // `calibrate` checks its model argument itself (any calibrator's model struct).
     (name == "calibrate").then(|| {
-        let arg = |name, kind| HostArgument { name, kind };
+        let arg = |name, kind| HostArgument {
+            name,
+            kind,
+            default: None,
+        };
         let arguments = vec![
             arg("score", ArgumentKind::Number),
             arg("model", ArgumentKind::Column),
@@ -121,6 +148,7 @@ fn from_shape(shape: &CallShape) -> (Vec<HostArgument>, usize) {
         .chain(shape.optional)
         .map(|a| HostArgument {
             name: a.name,
+            default: a.default.and_then(literal_value),
             kind: match (a.role, a.is_literal()) {
                 (Role::LitInt, _) => ArgumentKind::ConstantInteger,
                 (Role::LitStr, _) => ArgumentKind::ConstantText,
@@ -133,6 +161,213 @@ fn from_shape(shape: &CallShape) -> (Vec<HostArgument>, usize) {
         })
         .collect();
     (arguments, shape.required.len())
+}
+
+/// The value of a SQL literal as the signatures write defaults: `15`, `'uniform'`, `1e-7`.
+fn literal_value(sql: &str) -> Option<ScalarValue> {
+    if let Some(text) = sql.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
+        return Some(ScalarValue::Utf8(Some(text.to_string())));
+    }
+    if let Ok(i) = sql.parse::<i64>() {
+        return Some(ScalarValue::Int64(Some(i)));
+    }
+    sql.parse::<f64>()
+        .ok()
+        .map(|x| ScalarValue::Float64(Some(x)))
+}
+
+impl HostFunction {
+    /// What the function returns for arguments of `types` (checked as the planner checks
+    /// them).
+    pub fn return_type(&self, types: &[DataType]) -> Result<DataType> {
+        match &self.implementation {
+            Implementation::Aggregate(a) => a.return_type(&a.coerce_types(types)?),
+            Implementation::Scalar(s) => {
+                let fields = fields_of(types);
+                let scalars: Vec<Option<&ScalarValue>> = vec![None; types.len()];
+                let args = ReturnFieldArgs {
+                    arg_fields: &fields,
+                    scalar_arguments: &scalars,
+                };
+                Ok(s.return_field_from_args(args)?.data_type().clone())
+            }
+        }
+    }
+}
+
+fn fields_of(types: &[DataType]) -> Vec<FieldRef> {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Arc::new(Field::new(format!("a{i}"), t.clone(), true)))
+        .collect()
+}
+
+/// An aggregate called with arguments of given types, its constant arguments given by value
+/// (`None` for a data column): what the planner would make of `ece(p, y, 20)`, built from
+/// those plain parameters.
+#[derive(Debug)]
+pub struct AggregateCall {
+    udaf: Arc<AggregateUDF>,
+    schema: Schema,
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    fields: Vec<FieldRef>,
+    ret: FieldRef,
+    constants: Vec<Option<ScalarValue>>,
+}
+
+/// A group's partial aggregate: the function's own accumulator (the row face of its kernel).
+#[derive(Debug)]
+pub struct Partial(Box<dyn Accumulator>);
+
+impl Partial {
+    /// Adds rows: one coerced array per argument ([`AggregateCall::coerce`]).
+    pub fn update(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.0.update_batch(values)
+    }
+
+    /// Adds partial states (arrays as [`Partial::take_state`] and
+    /// [`AggregateCall::partial_states`] give them).
+    pub fn merge(&mut self, state: &[ArrayRef]) -> Result<()> {
+        self.0.merge_batch(state)
+    }
+
+    /// The partial state, as arrays of one row. An aggregate that keeps rows hands them over
+    /// and is left empty, others are left as they were: to use this partial again, replace
+    /// it with a new one that merged the state.
+    pub fn take_state(&mut self) -> Result<Vec<ArrayRef>> {
+        self.0.state()?.iter().map(|s| s.to_array()).collect()
+    }
+
+    /// The aggregate's value (this partial stays usable).
+    pub fn value(&mut self) -> Result<ScalarValue> {
+        self.0.evaluate()
+    }
+}
+
+impl AggregateCall {
+    pub fn new(
+        udaf: &Arc<AggregateUDF>,
+        types: &[DataType],
+        constants: Vec<Option<ScalarValue>>,
+    ) -> Result<Self> {
+        let coerced = udaf.coerce_types(types)?;
+        let fields = fields_of(&coerced);
+        let exprs = constants
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match c {
+                Some(v) => Arc::new(Literal::new(v.clone())) as Arc<dyn PhysicalExpr>,
+                None => Arc::new(Column::new(&format!("a{i}"), i)) as Arc<dyn PhysicalExpr>,
+            })
+            .collect();
+        let ret = Arc::new(Field::new(udaf.name(), udaf.return_type(&coerced)?, true));
+        Ok(Self {
+            udaf: Arc::clone(udaf),
+            schema: Schema::new(fields.clone()),
+            exprs,
+            fields,
+            ret,
+            constants,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        self.udaf.name()
+    }
+
+    /// The constant arguments, as given.
+    pub fn constants(&self) -> &[Option<ScalarValue>] {
+        &self.constants
+    }
+
+    fn args(&self) -> AccumulatorArgs<'_> {
+        AccumulatorArgs {
+            return_field: Arc::clone(&self.ret),
+            schema: &self.schema,
+            ignore_nulls: false,
+            order_bys: &[],
+            is_reversed: false,
+            name: self.udaf.name(),
+            is_distinct: false,
+            exprs: &self.exprs,
+            expr_fields: &self.fields,
+        }
+    }
+
+    /// An empty partial aggregate (one group).
+    pub fn partial(&self) -> Result<Partial> {
+        Ok(Partial(self.udaf.accumulator(self.args())?))
+    }
+
+    /// `values` (one array per argument, constants included) as the function reads them.
+    pub fn coerce(&self, values: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
+        values
+            .iter()
+            .zip(&self.fields)
+            .map(|(v, f)| {
+                if v.data_type() == f.data_type() {
+                    Ok(Arc::clone(v))
+                } else {
+                    Ok(arrow::compute::cast(v, f.data_type())?)
+                }
+            })
+            .collect()
+    }
+
+    /// The partial state of each of `n` groups over coerced `values`, row `i` going to group
+    /// `groups[i]`: one partial state (arrays of one row) per group, for the hosts' groups'
+    /// [`Partial`]s to merge.
+    pub fn partial_states(
+        &self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        n: usize,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
+        if self.udaf.groups_accumulator_supported(self.args()) {
+            let mut all = self.udaf.create_groups_accumulator(self.args())?;
+            all.update_batch(values, groups, None, n)?;
+            let states = all.state(EmitTo::All)?;
+            return Ok((0..n)
+                .map(|g| states.iter().map(|s| s.slice(g, 1)).collect())
+                .collect());
+        }
+        let mut rows: Vec<Vec<u32>> = vec![vec![]; n];
+        for (row, &g) in groups.iter().enumerate() {
+            rows[g].push(row as u32);
+        }
+        rows.into_iter()
+            .map(|rows| {
+                let rows = arrow::array::UInt32Array::from(rows);
+                let part = values
+                    .iter()
+                    .map(|v| Ok(arrow::compute::take(v, &rows, None)?))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut p = self.partial()?;
+                p.update(&part)?;
+                p.take_state()
+            })
+            .collect()
+    }
+}
+
+/// Scalar function `f` over `args`: an array per row, or a constant, with `rows` rows.
+pub fn invoke_scalar(
+    f: &ScalarUDF,
+    args: Vec<ColumnarValue>,
+    rows: usize,
+    returns: &DataType,
+    config: &Arc<ConfigOptions>,
+) -> Result<ArrayRef> {
+    let types: Vec<DataType> = args.iter().map(|a| a.data_type()).collect();
+    f.invoke_with_args(ScalarFunctionArgs {
+        args,
+        arg_fields: fields_of(&types),
+        number_rows: rows,
+        return_field: Arc::new(Field::new(f.name(), returns.clone(), true)),
+        config_options: Arc::clone(config),
+    })?
+    .into_array(rows)
 }
 
 #[cfg(test)]
