@@ -30,7 +30,7 @@ use libduckdb_sys as ffi;
 
 use crate::guard::{self, c_message, message};
 use crate::overload::{constant_of, Overload};
-use crate::vectors::{self, cast, LogicalType};
+use crate::vectors::{self, cast};
 
 /// A group's partial aggregate and the call it was made for.
 type Accumulated = Option<(Arc<AggregateCall>, Partial)>;
@@ -273,12 +273,6 @@ unsafe extern "C" fn destroy(states: *mut ffi::duckdb_aggregate_state, count: ff
     });
 }
 
-unsafe extern "C" fn drop_overload(data: *mut c_void) {
-    if !data.is_null() {
-        drop(Box::from_raw(data as *mut Overload));
-    }
-}
-
 /// Registers `overloads` (all of one function) as one DuckDB aggregate function set.
 ///
 /// # Safety
@@ -294,18 +288,9 @@ pub unsafe fn register(
     for ov in overloads {
         let mut f = ffi::duckdb_create_aggregate_function();
         ffi::duckdb_aggregate_function_set_name(f, c_name.as_ptr());
-        let declared = ov
-            .declared
-            .iter()
-            .map(|d| match d {
-                Some(t) => LogicalType::from_arrow(t),
-                None => Ok(LogicalType::of(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY)),
-            })
-            .collect::<std::result::Result<Vec<_>, _>>();
-        let returns = LogicalType::from_arrow(&ov.returns);
-        let (declared, returns) = match (declared, returns) {
-            (Ok(d), Ok(r)) => (d, r),
-            (Err(e), _) | (_, Err(e)) => {
+        let (declared, returns) = match ov.duckdb_types() {
+            Ok(types) => types,
+            Err(e) => {
                 ffi::duckdb_destroy_aggregate_function(&mut f);
                 outcome = Err(format!("{name}: {e}"));
                 break;
@@ -325,7 +310,11 @@ pub unsafe fn register(
         );
         ffi::duckdb_aggregate_function_set_destructor(f, Some(destroy));
         let extra = Box::into_raw(Box::new(ov));
-        ffi::duckdb_aggregate_function_set_extra_info(f, extra as *mut c_void, Some(drop_overload));
+        ffi::duckdb_aggregate_function_set_extra_info(
+            f,
+            extra as *mut c_void,
+            Some(Overload::drop_boxed),
+        );
         let added = ffi::duckdb_add_aggregate_function_to_set(set, f);
         ffi::duckdb_destroy_aggregate_function(&mut f);
         if added != ffi::DuckDBSuccess {

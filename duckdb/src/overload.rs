@@ -10,6 +10,8 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field};
 use calibsql_udfs::host::{ArgumentKind, HostFunction};
+
+use crate::vectors::LogicalType;
 use datafusion_common::config::ConfigOptions;
 use datafusion_common::{DataFusionError, Result, ScalarValue};
 
@@ -50,6 +52,30 @@ impl Overload {
                 }
             })
             .collect()
+    }
+
+    /// The DuckDB types of the parameters (ANY for a column passed as it is) and of the
+    /// result.
+    pub fn duckdb_types(&self) -> std::result::Result<(Vec<LogicalType>, LogicalType), String> {
+        let parameters = self
+            .declared
+            .iter()
+            .map(|d| match d {
+                Some(t) => LogicalType::from_arrow(t),
+                None => Ok(LogicalType::of(libduckdb_sys::DUCKDB_TYPE_DUCKDB_TYPE_ANY)),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok((parameters, LogicalType::from_arrow(&self.returns)?))
+    }
+
+    /// Frees an overload DuckDB holds as a function's extra info (its destructor callback).
+    ///
+    /// # Safety
+    /// `data` is null or a `Box<Overload>` turned into a raw pointer, freed once.
+    pub unsafe extern "C" fn drop_boxed(data: *mut std::ffi::c_void) {
+        if !data.is_null() {
+            drop(Box::from_raw(data as *mut Overload));
+        }
     }
 
     /// The types of a call: the declared ones, `any` for the ANY parameters.

@@ -11,7 +11,7 @@ use libduckdb_sys as ffi;
 
 use crate::guard::{self, c_message, message};
 use crate::overload::{constant_of, Overload};
-use crate::vectors::{self, cast, LogicalType};
+use crate::vectors::{self, cast};
 
 unsafe fn overload<'a>(info: ffi::duckdb_function_info) -> &'a Overload {
     &*(ffi::duckdb_scalar_function_get_extra_info(info) as *const Overload)
@@ -57,12 +57,6 @@ unsafe extern "C" fn function(
     }
 }
 
-unsafe extern "C" fn drop_overload(data: *mut c_void) {
-    if !data.is_null() {
-        drop(Box::from_raw(data as *mut Overload));
-    }
-}
-
 /// Registers `overloads` (all of one function) as one DuckDB scalar function set.
 ///
 /// # Safety
@@ -76,17 +70,8 @@ pub unsafe fn register(
     let mut set = ffi::duckdb_create_scalar_function_set(c_name.as_ptr());
     let mut outcome = Ok(());
     for ov in overloads {
-        let declared = ov
-            .declared
-            .iter()
-            .map(|d| match d {
-                Some(t) => LogicalType::from_arrow(t),
-                None => Ok(LogicalType::of(ffi::DUCKDB_TYPE_DUCKDB_TYPE_ANY)),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(|d| Ok((d, LogicalType::from_arrow(&ov.returns)?)));
-        let (declared, returns) = match declared {
-            Ok(d) => d,
+        let (declared, returns) = match ov.duckdb_types() {
+            Ok(types) => types,
             Err(e) => {
                 outcome = Err(format!("{name}: {e}"));
                 break;
@@ -100,7 +85,11 @@ pub unsafe fn register(
         ffi::duckdb_scalar_function_set_return_type(f, returns.0);
         ffi::duckdb_scalar_function_set_function(f, Some(function));
         let extra = Box::into_raw(Box::new(ov));
-        ffi::duckdb_scalar_function_set_extra_info(f, extra as *mut c_void, Some(drop_overload));
+        ffi::duckdb_scalar_function_set_extra_info(
+            f,
+            extra as *mut c_void,
+            Some(Overload::drop_boxed),
+        );
         let added = ffi::duckdb_add_scalar_function_to_set(set, f);
         ffi::duckdb_destroy_scalar_function(&mut f);
         if added != ffi::DuckDBSuccess {
