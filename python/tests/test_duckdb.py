@@ -374,3 +374,14 @@ def test_window_frames(duck, cli, call, frame):
     # A sliding frame in calibsql subtracts the rows that leave it; DuckDB adds up the tree's
     # nodes: a statistic near 0 (spiegelhalter's z) keeps ~1e-12 of cancellation.
     assert_rows_equal(got, cli(sql), rel=1e-12 if "UNBOUNDED" in frame else 1e-9)
+
+
+def test_implicit_casts(duck, cli):
+    """DECIMAL and FLOAT probabilities, FLOAT, INTEGER and BOOLEAN labels, an integer n_bins:
+    DuckDB casts them to the declared types; calibsql's planner coerces the same columns."""
+    sql = """SELECT ece(CAST(p_model AS DECIMAL(10, 4)), CAST(click AS FLOAT)) AS e_dec,
+                    ece(CAST(p_model AS FLOAT), CAST(click AS INTEGER), CAST(10 AS INTEGER)) AS e_float,
+                    brier(p_model, click = 1) AS b_bool,
+                    field_ece(p_model, click, CAST(site_id AS BIGINT)) AS f_bigint
+             FROM test"""
+    assert_rows_equal(rows(duck, sql), cli(sql))
