@@ -109,24 +109,41 @@ unsafe extern "C" fn init(info: ffi::duckdb_function_info, state: ffi::duckdb_ag
     })
 }
 
-/// The call a chunk's rows make: its columns' types and its constant arguments.
-fn call_of(ov: &Overload, columns: &[ArrayRef]) -> std::result::Result<AggregateCall, String> {
-    let Some(udaf) = aggregate(ov) else {
-        return Err(format!("{}: not an aggregate", ov.name()));
-    };
-    let args = &ov.function.arguments;
-    let constants = columns
+/// The constant arguments a chunk's rows pass (None for a data column).
+fn constants_of(
+    ov: &Overload,
+    columns: &[ArrayRef],
+) -> std::result::Result<Vec<Option<ScalarValue>>, String> {
+    columns
         .iter()
-        .zip(args)
+        .zip(&ov.function.arguments)
         .map(|(c, a)| {
             a.kind
                 .is_constant()
                 .then(|| constant_of(ov.name(), a.name, c))
                 .transpose()
         })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+        .collect()
+}
+
+/// The call a chunk's rows make: the call `known` already made with the same constants (a
+/// call site's argument types do not change from chunk to chunk), else a new one.
+fn call_of(
+    ov: &Overload,
+    columns: &[ArrayRef],
+    known: Option<&Arc<AggregateCall>>,
+) -> std::result::Result<Arc<AggregateCall>, String> {
+    let constants = constants_of(ov, columns)?;
+    if let Some(call) = known.filter(|c| c.constants() == constants.as_slice()) {
+        return Ok(Arc::clone(call));
+    }
+    let Some(udaf) = aggregate(ov) else {
+        return Err(format!("{}: not an aggregate", ov.name()));
+    };
     let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
-    AggregateCall::new(udaf, &types, constants).map_err(message)
+    AggregateCall::new(udaf, &types, constants)
+        .map(Arc::new)
+        .map_err(message)
 }
 
 fn aggregate(ov: &Overload) -> Option<&Arc<AggregateUDF>> {
@@ -148,11 +165,12 @@ unsafe extern "C" fn update(
             return Ok(());
         }
         let columns = ov.columns(chunk, rows)?;
-        let call = Arc::new(call_of(ov, &columns)?);
-        let values = call.coerce(&columns).map_err(message)?;
         let states = std::slice::from_raw_parts(states, rows);
         if states.iter().all(|&s| s == states[0]) {
-            return for_call(&mut slot(states[0])?.lock(), &call)?
+            let mut state = slot(states[0])?.lock();
+            let call = call_of(ov, &columns, state.as_ref().map(|(c, _)| c))?;
+            let values = call.coerce(&columns).map_err(message)?;
+            return for_call(&mut state, &call)?
                 .update(&values)
                 .map_err(message);
         }
@@ -169,6 +187,11 @@ unsafe extern "C" fn update(
                 })
             })
             .collect();
+        let call = {
+            let first = slot(targets[0])?.lock();
+            call_of(ov, &columns, first.as_ref().map(|(c, _)| c))?
+        };
+        let values = call.coerce(&columns).map_err(message)?;
         let parts = call
             .partial_states(&values, &groups, targets.len())
             .map_err(message)?;
