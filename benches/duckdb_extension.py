@@ -9,7 +9,8 @@ release `calibsql`; the table is the bench's (`calibsql generate --rows 40M --ou
 test half is 20M rows: columns `p_model`, `click`). DuckDB runs on 2 threads, calibsql on its
 default (the machine's cores); each number is the median of RUNS (default 5) after one warm-up,
 calibsql's the time it prints for the statement (not the process's start). Prints a table:
-function, calibsql ms, extension ms (ratio to calibsql), plain DuckDB SQL ms, the three values.
+function, calibsql ms, extension ms (ratio to calibsql), plain DuckDB SQL ms, the three values;
+then the same calls (and `fit_platt`) in a `GROUP BY` of 5,000 and of 200,000 groups.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def duck_ms(con, sql: str) -> tuple[float, float]:
     return statistics.median(times), value
 
 
-def calibsql_ms(call: str) -> tuple[float, float]:
-    sql = "; ".join([f"SELECT {call} AS v FROM t"] * (runs + 1))
+def calibsql_ms(call: str, query: str = "SELECT {call} AS v FROM t") -> tuple[float, float]:
+    sql = "; ".join([query.format(call=call)] * (runs + 1))
     done = subprocess.run(
         [binary, "--table", f"t={table.rsplit('/', 1)[0]}", "--format", "table", "-c", sql],
         capture_output=True, text=True, check=True,
@@ -78,3 +79,16 @@ for name, call in CALLS.items():
     plain, v_plain = duck_ms(con, PLAIN[name])
     print(f"{name} | {own:.0f} | {ext:.0f} ({ext / own:.2f}×) | {plain:.0f} | "
           f"{v_own!r} {v_ext!r} {v_plain!r}")
+
+# Grouped: the same calls per site (5,000 groups) and per user bucket (200,000 groups), summed
+# so that one number compares.
+GROUPED = {"site_id": "site_id", "user_id % 200000": "user_id % 200000"}
+GROUPED_CALLS = {**CALLS, "fit_platt": "fit_platt(p_model, click)['c']"}
+print()
+print("GROUP BY | function | calibsql ms | extension ms (÷ calibsql) | values")
+for key in GROUPED:
+    query = f"SELECT sum(v) AS v FROM (SELECT {key} AS g, {{call}} AS v FROM t GROUP BY g)"
+    for name, call in GROUPED_CALLS.items():
+        own, v_own = calibsql_ms(call, query)
+        ext, v_ext = duck_ms(con, query.format(call=call))
+        print(f"{key} | {name} | {own:.0f} | {ext:.0f} ({ext / own:.2f}×) | {v_own!r} {v_ext!r}")

@@ -1,91 +1,47 @@
-//! calibsql's aggregates as DuckDB aggregate functions.
+//! calibsql's aggregates as DuckDB aggregate functions: the callbacks.
 //!
-//! DuckDB gives each group `state_size` bytes; here they hold one pointer to a [`Slot`],
-//! which `init` allocates and `destroy` frees (its only owner). A slot holds the group's
-//! [`Partial`] (the function's own accumulator) and the [`AggregateCall`] it was made for,
-//! created at the group's first row: DuckDB's stable C API has no bind step, so the constant
-//! arguments (`n_bins`, `strategy`) are read from the rows a chunk carries and checked to be
-//! the same on every row.
+//! A group's state lives where calibsql's own `GROUP BY` keeps it, in a kernel's vectors
+//! shared by many groups (see [`crate::store`]); the `state_size` bytes DuckDB gives a group
+//! hold only a [`GroupRef`]. DuckDB's stable C API has no bind step, so the constant arguments
+//! (`n_bins`, `strategy`) are read from the rows a chunk carries, checked to be the same on
+//! every row, and a group joins its call at its first row.
 //!
-//! * `update`: when every row of a chunk belongs to one group (no `GROUP BY`) the rows go
-//!   to its partial; otherwise the call makes every group's partial state in one pass over
-//!   the chunk, and each is merged into its group's partial.
-//! * `combine`: the source's partial state merged into the target. DuckDB may combine a
-//!   source again (window frames' segment trees), so the source is rebuilt from that state
-//!   (an aggregate that keeps rows hands them over in its state).
-//! * `finalize`: the partial's value; a group that saw no row gets the value of a call with
+//! * `init` / `destroy`: a group takes a reference to its thread's store, and gives it back.
+//! * `update`: the chunk's rows go to their groups in one pass of the call's kernel.
+//! * `combine`: the sources' partial states merged into the targets. A source's state is
+//!   taken out of its kernel once (an aggregate that keeps rows moves them, as calibsql's
+//!   partial aggregation does) and kept beside it, since DuckDB may read a source again (a
+//!   window's segment tree combines one node into several frames). A target that saw no row
+//!   (DuckDB's combine targets) moves to a store of merged groups, so that a store of rows
+//!   is freed as soon as DuckDB destroys the groups it combined from.
+//! * `finalize`: the groups' values; a group that saw no row gets the value of a call with
 //!   every constant at its default (NULL for most functions).
+//!
+//! A store's lock is never held while another store's is taken (a combine reads its sources,
+//! lets go, then writes its targets), so two threads combining into each other's stores do
+//! not deadlock.
 
-use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, UInt32Array};
 use arrow::datatypes::DataType;
-use calibsql_udfs::host::{AggregateCall, Implementation, Partial};
+use calibsql_udfs::host::{AggregateCall, Implementation};
 use datafusion_common::{Result, ScalarValue};
 use datafusion_expr::AggregateUDF;
 use libduckdb_sys as ffi;
 
 use crate::guard::{self, c_message, message};
 use crate::overload::{constant_of, Overload};
+use crate::store::{call_index, group_in, thread_store, GroupRef, Outcome, Role, NO_CALL};
 use crate::vectors::{self, cast};
-
-/// A group's partial aggregate and the call it was made for.
-type Accumulated = Option<(Arc<AggregateCall>, Partial)>;
-
-/// One group's state. DuckDB may combine one source into several targets at once (the
-/// nodes of a window's segment tree), and reading a state takes `&mut` (an accumulator that
-/// keeps rows hands them over): the lock makes each read whole.
-#[derive(Default)]
-struct Slot {
-    state: Mutex<Accumulated>,
-}
-
-impl Slot {
-    fn lock(&self) -> MutexGuard<'_, Accumulated> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The partial aggregate of `state`, made for `call` if the group has none yet; a group's
-/// constants cannot change from row to row.
-fn for_call<'a>(
-    state: &'a mut Accumulated,
-    call: &Arc<AggregateCall>,
-) -> std::result::Result<&'a mut Partial, String> {
-    if let Some((own, _)) = state {
-        if own.constants() != call.constants() {
-            return Err(format!(
-                "{}: the constant arguments must be the same on every row",
-                call.name()
-            ));
-        }
-    } else {
-        let partial = call.partial().map_err(message)?;
-        *state = Some((Arc::clone(call), partial));
-    }
-    match state {
-        Some((_, partial)) => Ok(partial),
-        None => Err(format!("{}: no partial aggregate", call.name())),
-    }
-}
 
 unsafe fn overload<'a>(info: ffi::duckdb_function_info) -> &'a Overload {
     &*(ffi::duckdb_aggregate_function_get_extra_info(info) as *const Overload)
 }
 
-unsafe fn slot<'a>(state: ffi::duckdb_aggregate_state) -> std::result::Result<&'a Slot, String> {
-    let p = ptr::read_unaligned(state as *const *const Slot);
-    p.as_ref()
-        .ok_or_else(|| "a group's state was not initialised".to_string())
-}
-
-unsafe fn guarded(
-    info: ffi::duckdb_function_info,
-    body: impl FnOnce() -> std::result::Result<(), String>,
-) {
+unsafe fn guarded(info: ffi::duckdb_function_info, body: impl FnOnce() -> Outcome<()>) {
     let name = overload(info).name();
     if let Some(m) = guard::run(name, body) {
         let m = c_message(&m);
@@ -94,26 +50,29 @@ unsafe fn guarded(
 }
 
 unsafe extern "C" fn state_size(_info: ffi::duckdb_function_info) -> ffi::idx_t {
-    size_of::<*mut Slot>() as ffi::idx_t
+    size_of::<GroupRef>() as ffi::idx_t
 }
 
 unsafe extern "C" fn init(info: ffi::duckdb_function_info, state: ffi::duckdb_aggregate_state) {
-    // Null first, so that a failed allocation leaves nothing for `destroy` to free.
-    ptr::write_unaligned(state as *mut *mut Slot, ptr::null_mut());
+    // Null first, so that a failure leaves nothing for `destroy` to give back.
+    let empty = GroupRef {
+        store: ptr::null(),
+        call: NO_CALL,
+        group: 0,
+    };
+    empty.write(state);
     guarded(info, || {
-        ptr::write_unaligned(
-            state as *mut *mut Slot,
-            Box::into_raw(Box::<Slot>::default()),
-        );
+        GroupRef {
+            store: thread_store(overload(info), Role::Rows),
+            ..empty
+        }
+        .write(state);
         Ok(())
     })
 }
 
 /// The constant arguments a chunk's rows pass (None for a data column).
-fn constants_of(
-    ov: &Overload,
-    columns: &[ArrayRef],
-) -> std::result::Result<Vec<Option<ScalarValue>>, String> {
+fn constants_of(ov: &Overload, columns: &[ArrayRef]) -> Outcome<Vec<Option<ScalarValue>>> {
     columns
         .iter()
         .zip(&ov.function.arguments)
@@ -126,31 +85,50 @@ fn constants_of(
         .collect()
 }
 
-/// The call a chunk's rows make: the call `known` already made with the same constants (a
-/// call site's argument types do not change from chunk to chunk), else a new one.
-fn call_of(
-    ov: &Overload,
-    columns: &[ArrayRef],
-    known: Option<&Arc<AggregateCall>>,
-) -> std::result::Result<Arc<AggregateCall>, String> {
-    let constants = constants_of(ov, columns)?;
-    if let Some(call) = known.filter(|c| c.constants() == constants.as_slice()) {
-        return Ok(Arc::clone(call));
-    }
-    let Some(udaf) = aggregate(ov) else {
-        return Err(format!("{}: not an aggregate", ov.name()));
-    };
-    let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
-    AggregateCall::new(udaf, &types, constants)
-        .map(Arc::new)
-        .map_err(message)
-}
-
 fn aggregate(ov: &Overload) -> Option<&Arc<AggregateUDF>> {
     match &ov.function.implementation {
         Implementation::Aggregate(a) => Some(a),
         Implementation::Scalar(_) => None,
     }
+}
+
+fn new_call(
+    ov: &Overload,
+    types: &[DataType],
+    constants: &[Option<ScalarValue>],
+) -> Outcome<Arc<AggregateCall>> {
+    let Some(udaf) = aggregate(ov) else {
+        return Err(format!("{}: not an aggregate", ov.name()));
+    };
+    AggregateCall::new(udaf, types, constants.to_vec())
+        .map(Arc::new)
+        .map_err(message)
+}
+
+/// Positions `0..n` in runs that share a key, each run's positions in order (most chunks
+/// have one run).
+fn runs_by<K: PartialEq>(n: usize, key: impl Fn(usize) -> K) -> Vec<(K, Vec<usize>)> {
+    let mut out: Vec<(K, Vec<usize>)> = vec![];
+    for i in 0..n {
+        let k = key(i);
+        match out.iter_mut().find(|(o, _)| *o == k) {
+            Some((_, rows)) => rows.push(i),
+            None => out.push((k, vec![i])),
+        }
+    }
+    out
+}
+
+/// `columns` at `rows`, as they are when `rows` is all of them.
+fn rows_of(columns: &[ArrayRef], rows: &[usize]) -> Outcome<Vec<ArrayRef>> {
+    if rows.len() == columns.first().map_or(0, |c| c.len()) {
+        return Ok(columns.to_vec());
+    }
+    let take = UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
+    columns
+        .iter()
+        .map(|c| arrow::compute::take(c, &take, None).map_err(|e| e.to_string()))
+        .collect()
 }
 
 unsafe extern "C" fn update(
@@ -165,39 +143,37 @@ unsafe extern "C" fn update(
             return Ok(());
         }
         let columns = ov.columns(chunk, rows)?;
+        let constants = constants_of(ov, &columns)?;
+        let types: Vec<DataType> = columns.iter().map(|c| c.data_type().clone()).collect();
         let states = std::slice::from_raw_parts(states, rows);
-        if states.iter().all(|&s| s == states[0]) {
-            let mut state = slot(states[0])?.lock();
-            let call = call_of(ov, &columns, state.as_ref().map(|(c, _)| c))?;
-            let values = call.coerce(&columns).map_err(message)?;
-            return for_call(&mut state, &call)?
-                .update(&values)
-                .map_err(message);
-        }
-        // The chunk's groups numbered in order of first appearance, each group's partial
-        // state made in one pass over the chunk, then merged into the group's own.
-        let mut local: HashMap<ffi::duckdb_aggregate_state, usize> = HashMap::new();
-        let mut targets = vec![];
-        let groups: Vec<usize> = states
-            .iter()
-            .map(|&s| {
-                *local.entry(s).or_insert_with(|| {
-                    targets.push(s);
-                    targets.len() - 1
-                })
-            })
-            .collect();
-        let call = {
-            let first = slot(targets[0])?.lock();
-            call_of(ov, &columns, first.as_ref().map(|(c, _)| c))?
+        // Every row in one group (no GROUP BY): its number is looked up once.
+        let one = states.iter().all(|&s| s == states[0]);
+        let runs = if one {
+            vec![(0..rows).collect()]
+        } else {
+            let runs = runs_by(rows, |i| GroupRef::read(states[i]).store);
+            runs.into_iter()
+                .map(|(_, rows)| rows)
+                .collect::<Vec<Vec<usize>>>()
         };
-        let values = call.coerce(&columns).map_err(message)?;
-        let parts = call
-            .partial_states(&values, &groups, targets.len())
-            .map_err(message)?;
-        for (part, &t) in parts.iter().zip(&targets) {
-            for_call(&mut slot(t)?.lock(), &call)?
-                .merge(part)
+        for rows in runs {
+            let store = GroupRef::read(states[rows[0]]).store()?;
+            let mut calls = store.lock(ov.name())?;
+            let index = call_index(
+                &mut calls,
+                &types,
+                || new_call(ov, &types, &constants),
+                &constants,
+            )?;
+            let groups = if one {
+                vec![group_in(&mut calls, index, states[0])?; rows.len()]
+            } else {
+                rows.iter()
+                    .map(|&r| group_in(&mut calls, index, states[r]))
+                    .collect::<Outcome<Vec<usize>>>()?
+            };
+            calls[index as usize]
+                .update(&rows_of(&columns, &rows)?, &groups)
                 .map_err(message)?;
         }
         Ok(())
@@ -211,26 +187,58 @@ unsafe extern "C" fn combine(
     count: ffi::idx_t,
 ) {
     guarded(info, || {
-        for i in 0..count as usize {
-            let (src, dst) = (*source.add(i), *target.add(i));
-            if src == dst {
-                continue;
+        let ov = overload(info);
+        let count = count as usize;
+        let pairs: Vec<(ffi::duckdb_aggregate_state, ffi::duckdb_aggregate_state)> = (0..count)
+            .map(|i| (*source.add(i), *target.add(i)))
+            .filter(|&(s, t)| s != t && GroupRef::read(s).joined())
+            .collect();
+        // A target that saw no row moves to this thread's store of merged groups.
+        for &(_, t) in &pairs {
+            let mut r = GroupRef::read(t);
+            if r.call == NO_CALL && !r.store.is_null() {
+                let merged = thread_store(ov, Role::Merged);
+                if merged != r.store {
+                    drop(Arc::from_raw(r.store));
+                    r.store = merged;
+                    r.write(t);
+                } else {
+                    drop(Arc::from_raw(merged));
+                }
             }
-            // The source's partial state, and the source rebuilt from it (reading it took
-            // the rows of an aggregate that keeps them); then the target's merge of it.
-            let (call, part) = {
-                let mut source = slot(src)?.lock();
-                let Some((call, partial)) = source.as_mut() else {
-                    continue;
-                };
-                let part = partial.take_state().map_err(message)?;
-                let mut rebuilt = call.partial().map_err(message)?;
-                rebuilt.merge(&part).map_err(message)?;
-                *partial = rebuilt;
-                (Arc::clone(call), part)
+        }
+        let key = |i: usize| {
+            let (s, t) = (GroupRef::read(pairs[i].0), GroupRef::read(pairs[i].1));
+            (s.store, s.call, t.store)
+        };
+        for ((_, call, _), run) in runs_by(pairs.len(), key) {
+            // The sources' states, read under their store's lock only.
+            let (made, types, states) = {
+                let source = GroupRef::read(pairs[run[0]].0);
+                let mut calls = source.store()?.lock(ov.name())?;
+                let c = &mut calls[call as usize];
+                let groups: Vec<usize> = run
+                    .iter()
+                    .map(|&i| GroupRef::read(pairs[i].0).group as usize)
+                    .collect();
+                let states = c.take_states(&groups).map_err(message)?;
+                let (made, types) = c.made();
+                (made, types, states)
             };
-            for_call(&mut slot(dst)?.lock(), &call)?
-                .merge(&part)
+            let target = GroupRef::read(pairs[run[0]].1);
+            let mut calls = target.store()?.lock(ov.name())?;
+            let index = call_index(
+                &mut calls,
+                &types,
+                || Ok(Arc::clone(&made)),
+                made.constants(),
+            )?;
+            let groups = run
+                .iter()
+                .map(|&i| group_in(&mut calls, index, pairs[i].1))
+                .collect::<Outcome<Vec<usize>>>()?;
+            calls[index as usize]
+                .merge(&states, &groups)
                 .map_err(message)?;
         }
         Ok(())
@@ -247,8 +255,15 @@ fn empty_value(ov: &Overload) -> Result<ScalarValue> {
         .map(|a| a.kind.is_constant().then(|| a.default.clone()).flatten())
         .collect();
     let types = ov.types_with(&DataType::Utf8);
-    match AggregateCall::new(udaf, &types, constants).and_then(|c| c.partial()) {
-        Ok(mut partial) => partial.value(),
+    let value = AggregateCall::new(udaf, &types, constants)
+        .and_then(|c| c.groups())
+        .and_then(|mut g| {
+            let one = g.add();
+            g.evaluate(one..one + 1)
+        })
+        .and_then(|a| ScalarValue::try_from_array(&a, 0));
+    match value {
+        Ok(v) => Ok(v),
         // A constant without a default (and no row to read it from): nothing to compute.
         Err(_) => ScalarValue::try_from(&ov.returns),
     }
@@ -263,33 +278,53 @@ unsafe extern "C" fn finalize(
 ) {
     guarded(info, || {
         let ov = overload(info);
-        let mut values = Vec::with_capacity(count as usize);
-        for i in 0..count as usize {
-            let v = match slot(*source.add(i))?.lock().as_mut() {
-                Some((_, partial)) => partial.value(),
-                None => empty_value(ov),
+        let refs: Vec<GroupRef> = (0..count as usize)
+            .map(|i| GroupRef::read(*source.add(i)))
+            .collect();
+        // Each run's values as one array; every position's (array, row) in them.
+        let mut arrays: Vec<ArrayRef> = vec![];
+        let mut at = vec![(0, 0); refs.len()];
+        let key = |i: usize| refs[i].joined().then_some((refs[i].store, refs[i].call));
+        for (key, run) in runs_by(refs.len(), key) {
+            let values = match key {
+                None => empty_value(ov)
+                    .and_then(|v| v.to_array())
+                    .map_err(message)?,
+                Some((_, call)) => {
+                    let mut calls = refs[run[0]].store()?.lock(ov.name())?;
+                    let groups: Vec<usize> = run.iter().map(|&i| refs[i].group as usize).collect();
+                    calls[call as usize].values(&groups).map_err(message)?
+                }
             };
-            values.push(v.map_err(message)?);
+            let values = cast(&values, &ov.returns)?;
+            for (row, &i) in run.iter().enumerate() {
+                at[i] = (arrays.len(), if key.is_some() { row } else { 0 });
+            }
+            arrays.push(values);
         }
-        let out = if values.is_empty() {
-            arrow::array::new_empty_array(&ov.returns)
-        } else {
-            ScalarValue::iter_to_array(values).map_err(message)?
+        let out = match arrays.as_slice() {
+            [] => arrow::array::new_empty_array(&ov.returns),
+            [one] if one.len() == refs.len() => Arc::clone(one),
+            _ => {
+                let arrays: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+                arrow::compute::interleave(&arrays, &at).map_err(|e| e.to_string())?
+            }
         };
-        let out = cast(&out, &ov.returns)?;
         vectors::write(&out, result, offset as usize)
     })
 }
 
 unsafe extern "C" fn destroy(states: *mut ffi::duckdb_aggregate_state, count: ffi::idx_t) {
-    // No function info here to report through: free what can be freed, never unwind.
+    // No function info here to report through: give back what can be, never unwind.
     let _ = guard::run("destroy", || {
         for i in 0..count as usize {
             let s = *states.add(i);
-            let p = ptr::read_unaligned(s as *const *mut Slot);
-            if !p.is_null() {
-                ptr::write_unaligned(s as *mut *mut Slot, ptr::null_mut());
-                drop(Box::from_raw(p));
+            let mut r = GroupRef::read(s);
+            if !r.store.is_null() {
+                let store = r.store;
+                r.store = ptr::null();
+                r.write(s);
+                drop(Arc::from_raw(store));
             }
         }
         Ok(())
@@ -304,7 +339,7 @@ pub unsafe fn register(
     con: ffi::duckdb_connection,
     name: &str,
     overloads: Vec<Overload>,
-) -> std::result::Result<(), String> {
+) -> Outcome<()> {
     let c_name = CString::new(name).map_err(|e| e.to_string())?;
     let mut set = ffi::duckdb_create_aggregate_function_set(c_name.as_ptr());
     let mut outcome = Ok(());

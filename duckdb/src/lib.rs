@@ -5,8 +5,9 @@
 //! The functions are calibsql's own: the same DataFusion implementations, accumulators and
 //! kernels the calibsql engine runs, driven from DuckDB's callbacks. This crate is only the
 //! DuckDB face: [`overload`] declares each function as DuckDB overloads, [`vectors`] moves
-//! data between DuckDB vectors and Arrow arrays, [`aggregate`] and [`scalar`] are the
-//! callbacks, [`guard`] keeps every error and panic on this side of the boundary.
+//! data between DuckDB vectors and Arrow arrays, [`store`] keeps the aggregates' groups in
+//! the functions' kernels, [`aggregate`] and [`scalar`] are the callbacks, [`guard`] keeps
+//! every error and panic on this side of the boundary.
 //!
 //! DuckDB loads the file after checking its metadata footer (`append_metadata.py`): ABI
 //! `C_STRUCT`, C API [`MIN_C_API`], so any DuckDB whose C API serves that version loads it.
@@ -15,6 +16,7 @@ mod aggregate;
 mod guard;
 mod overload;
 mod scalar;
+mod store;
 mod vectors;
 
 use std::ffi::c_char;

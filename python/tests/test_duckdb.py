@@ -376,6 +376,27 @@ def test_window_frames(duck, cli, call, frame):
     assert_rows_equal(got, cli(sql), rel=1e-12 if "UNBOUNDED" in frame else 1e-9)
 
 
+def test_calls_that_share_an_overload_keep_their_own_groups(duck, cli):
+    """A thread keeps one store of groups per overload, with a kernel per call in it: calls
+    that differ only in a constant or in an ANY argument's type, and two GROUP BYs of the
+    same call in one query, each keep their own groups."""
+    sql = """SELECT g, e10, e20, f_text, f_int FROM (
+                 SELECT row_id % 1000 AS g, ece(p_model, click, 10) AS e10,
+                        ece(p_model, click, 20) AS e20,
+                        field_ece(p_model, click, CAST(site_id AS VARCHAR)) AS f_text,
+                        field_ece(p_model, click, CAST(site_id AS BIGINT) + 0) AS f_int
+                 FROM test GROUP BY g) t ORDER BY g"""
+    got = rows(duck, sql)
+    assert len(got) == 1000
+    assert_rows_equal(got, cli(sql))
+    sql = """SELECT k, g, a FROM (
+                 SELECT 'valid' AS k, row_id % 100 AS g, auc(p_model, click) AS a FROM valid GROUP BY g
+                 UNION ALL
+                 SELECT 'test' AS k, row_id % 100 AS g, auc(p_model, click) AS a FROM test GROUP BY g
+             ) u ORDER BY k, g"""
+    assert_rows_equal(rows(duck, sql), cli(sql))
+
+
 def test_implicit_casts(duck, cli):
     """DECIMAL and FLOAT probabilities, FLOAT, INTEGER and BOOLEAN labels, an integer n_bins:
     DuckDB casts them to the declared types; calibsql's planner coerces the same columns."""

@@ -7,29 +7,31 @@
 //!   ([`crate::all_aggregate_functions`], [`crate::all_scalar_functions`]): a function added
 //!   there reaches every host.
 //! - [`AggregateCall`]: an aggregate called with given argument types and constants, made
-//!   from those plain parameters; its [`Partial`]s are the function's own accumulator (the
-//!   row face of its kernel), updated with rows, read and merged as partial states, evaluated.
+//!   from those plain parameters; its [`Groups`] are the function's kernel (the one its
+//!   `GROUP BY` accumulator drives), updated with rows by group number, read and merged as
+//!   partial states, evaluated.
 //! - [`invoke_scalar`]: a scalar function over arrays and constants.
 //!
 //! DataFusion's planner is not involved: a host checks and coerces nothing itself, and what
 //! DataFusion's planner would refuse (a wrong type, a bad constant) is an error here, with
 //! the function's own message.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef};
+use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion_common::config::ConfigOptions;
-use datafusion_common::{Result, ScalarValue};
+use datafusion_common::{internal_err, Result, ScalarValue};
 use datafusion_expr::function::AccumulatorArgs;
 use datafusion_expr::{
-    Accumulator, AggregateUDF, ColumnarValue, EmitTo, ReturnFieldArgs, ScalarFunctionArgs,
-    ScalarUDF,
+    AggregateUDF, ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
 };
 use datafusion_physical_expr::expressions::{Column, Literal};
 use datafusion_physical_expr::PhysicalExpr;
 
 use crate::common::{CallShape, Role};
+use crate::kernel::{labels_for, DynKernel};
 
 /// What a host passes for an argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,32 +218,62 @@ pub struct AggregateCall {
     constants: Vec<Option<ScalarValue>>,
 }
 
-/// A group's partial aggregate: the function's own accumulator (the row face of its kernel).
+/// Groups of one [`AggregateCall`], numbered from 0: every group's state is its entries in the
+/// vectors of the function's kernel, as calibsql's own `GROUP BY` keeps them, so a group
+/// costs what it costs there. A host keeps one per call (and thread) and hands its groups
+/// out by number.
 #[derive(Debug)]
-pub struct Partial(Box<dyn Accumulator>);
+pub struct Groups(Box<dyn DynKernel>);
 
-impl Partial {
-    /// Adds rows: one coerced array per argument ([`AggregateCall::coerce`]).
-    pub fn update(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.0.update_batch(values)
+impl Groups {
+    /// A new, empty group; its number.
+    pub fn add(&mut self) -> usize {
+        let n = self.0.num_groups();
+        self.0.resize(n + 1);
+        n
     }
 
-    /// Adds partial states (arrays as [`Partial::take_state`] and
-    /// [`AggregateCall::partial_states`] give them).
-    pub fn merge(&mut self, state: &[ArrayRef]) -> Result<()> {
-        self.0.merge_batch(state)
+    pub fn len(&self) -> usize {
+        self.0.num_groups()
     }
 
-    /// The partial state, as arrays of one row. An aggregate that keeps rows hands them over
-    /// and is left empty, others are left as they were: to use this partial again, replace
-    /// it with a new one that merged the state.
-    pub fn take_state(&mut self) -> Result<Vec<ArrayRef>> {
-        self.0.state()?.iter().map(|s| s.to_array()).collect()
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
-    /// The aggregate's value (this partial stays usable).
-    pub fn value(&mut self) -> Result<ScalarValue> {
-        self.0.evaluate()
+    /// Adds rows: one coerced array per argument ([`AggregateCall::coerce`]), row `i` to
+    /// group `groups[i]`.
+    pub fn update(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let values = labels_for(self.0.as_ref(), values)?;
+        self.0.update(&values, groups, None)
+    }
+
+    /// The partial state of the groups in `range`, one array per state field, a row per
+    /// group; the groups are left as they were.
+    pub fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.0.state(range)
+    }
+
+    /// The partial state of the groups in `range`, as [`Groups::state`], when nothing will
+    /// read those groups again: a kernel that keeps rows moves them out instead of copying
+    /// them, leaving the groups empty; others leave them as they were.
+    pub fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        self.0.take_state(range)
+    }
+
+    /// Adds partial states (as [`Groups::state`] gives them), row `i` to group `groups[i]`.
+    pub fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.0.merge(states, groups)
+    }
+
+    /// The values of the groups in `range` (the groups stay usable).
+    pub fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        self.0.evaluate(range)
+    }
+
+    /// Bytes held.
+    pub fn size(&self) -> usize {
+        self.0.size()
     }
 }
 
@@ -295,9 +327,12 @@ impl AggregateCall {
         }
     }
 
-    /// An empty partial aggregate (one group).
-    pub fn partial(&self) -> Result<Partial> {
-        Ok(Partial(self.udaf.accumulator(self.args())?))
+    /// No groups yet, for this call.
+    pub fn groups(&self) -> Result<Groups> {
+        let Some(source) = crate::registry::kernel_source(self.udaf.name()) else {
+            return internal_err!("{}: not a registered aggregate", self.udaf.name());
+        };
+        Ok(Groups(source.dyn_kernel(&self.args())?))
     }
 
     /// `values` (one array per argument, constants included) as the function reads them.
@@ -311,41 +346,6 @@ impl AggregateCall {
                 } else {
                     Ok(arrow::compute::cast(v, f.data_type())?)
                 }
-            })
-            .collect()
-    }
-
-    /// The partial state of each of `n` groups over coerced `values`, row `i` going to group
-    /// `groups[i]`: one partial state (arrays of one row) per group, for the hosts' groups'
-    /// [`Partial`]s to merge.
-    pub fn partial_states(
-        &self,
-        values: &[ArrayRef],
-        groups: &[usize],
-        n: usize,
-    ) -> Result<Vec<Vec<ArrayRef>>> {
-        if self.udaf.groups_accumulator_supported(self.args()) {
-            let mut all = self.udaf.create_groups_accumulator(self.args())?;
-            all.update_batch(values, groups, None, n)?;
-            let states = all.state(EmitTo::All)?;
-            return Ok((0..n)
-                .map(|g| states.iter().map(|s| s.slice(g, 1)).collect())
-                .collect());
-        }
-        let mut rows: Vec<Vec<u32>> = vec![vec![]; n];
-        for (row, &g) in groups.iter().enumerate() {
-            rows[g].push(row as u32);
-        }
-        rows.into_iter()
-            .map(|rows| {
-                let rows = arrow::array::UInt32Array::from(rows);
-                let part = values
-                    .iter()
-                    .map(|v| Ok(arrow::compute::take(v, &rows, None)?))
-                    .collect::<Result<Vec<_>>>()?;
-                let mut p = self.partial()?;
-                p.update(&part)?;
-                p.take_state()
             })
             .collect()
     }

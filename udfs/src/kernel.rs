@@ -129,7 +129,10 @@ impl<K: Kernel> DynKernel for K {
 /// integer labels as they are (see `crate::labels`): a kernel that reads them natively gets
 /// Float64, Int8, Int32 and Int64 labels as they are, every other kernel (and every other
 /// label type) gets them as Float64 0.0/1.0, cast here a batch at a time.
-fn labels_for<'a, K: Kernel>(kernel: &K, values: &'a [ArrayRef]) -> Result<Cow<'a, [ArrayRef]>> {
+pub(crate) fn labels_for<'a, K: Kernel + ?Sized>(
+    kernel: &K,
+    values: &'a [ArrayRef],
+) -> Result<Cow<'a, [ArrayRef]>> {
     match values.get(1) {
         Some(y) if kernel.native_labels() && labels::is_native(y.data_type()) => {
             Ok(Cow::Borrowed(values))
@@ -356,14 +359,36 @@ impl<K: Kernel> Accumulator for Single<K> {
     }
 }
 
-/// An aggregate written as a [`Kernel`], as the `_state` / `_merge` wrappers see it
-/// ([`crate::state`]): its call shape and its kernel behind a trait object.
-pub(crate) trait KernelAggregate: datafusion_expr::AggregateUDFImpl {
-    fn call_shape(&self) -> crate::common::CallShape;
+/// An aggregate's kernel for a call, behind a trait object: what the `_state` / `_merge`
+/// wrappers ([`crate::state`]) and the other hosts ([`crate::host`]) build groups from. Every
+/// registered aggregate is one (see [`kernel_source`]).
+pub(crate) trait KernelSource: Send + Sync {
     fn dyn_kernel(
         &self,
         args: &datafusion_expr::function::AccumulatorArgs,
     ) -> Result<Box<dyn DynKernel>>;
+}
+
+/// Implements [`KernelSource`] for a type with `kernel(&self, &AccumulatorArgs)`
+/// ([`kernel_aggregate`] does it for the aggregates with twins).
+macro_rules! kernel_source {
+    ($t:ty) => {
+        impl $crate::kernel::KernelSource for $t {
+            fn dyn_kernel(
+                &self,
+                args: &datafusion_expr::function::AccumulatorArgs,
+            ) -> datafusion_common::Result<Box<dyn $crate::kernel::DynKernel>> {
+                Ok(Box::new(self.kernel(args)?))
+            }
+        }
+    };
+}
+pub(crate) use kernel_source;
+
+/// An aggregate written as a [`Kernel`], as the `_state` / `_merge` wrappers see it
+/// ([`crate::state`]): its call shape and its kernel behind a trait object.
+pub(crate) trait KernelAggregate: datafusion_expr::AggregateUDFImpl + KernelSource {
+    fn call_shape(&self) -> crate::common::CallShape;
     /// Whether its partial states can be subtracted (every number a sum): `F_merge` over a
     /// sliding window frame.
     fn states_retractable(&self) -> bool;
@@ -381,9 +406,9 @@ pub(crate) trait KernelAggregate: datafusion_expr::AggregateUDFImpl {
     }
 }
 
-/// Implements [`KernelAggregate`] for a type with `shape()` and `kernel()`; with `capped`,
-/// for a fit: also its `capped(cap)` (when its exact cap is a setting), and the state
-/// fields added to the fits' state ([`crate::fit::STATE_FIELDS_ADDED`]).
+/// Implements [`KernelAggregate`] (and [`KernelSource`]) for a type with `shape()` and
+/// `kernel()`; with `capped`, for a fit: also its `capped(cap)` (when its exact cap is a
+/// setting), and the state fields added to the fits' state ([`crate::fit::STATE_FIELDS_ADDED`]).
 macro_rules! kernel_aggregate {
     ($t:ty, $retractable:expr) => {
         $crate::kernel::kernel_aggregate!($t, $retractable, {});
@@ -404,15 +429,10 @@ macro_rules! kernel_aggregate {
         });
     };
     ($t:ty, $retractable:expr, { $($extra:tt)* }) => {
+        $crate::kernel::kernel_source!($t);
         impl $crate::kernel::KernelAggregate for $t {
             fn call_shape(&self) -> $crate::common::CallShape {
                 self.shape()
-            }
-            fn dyn_kernel(
-                &self,
-                args: &datafusion_expr::function::AccumulatorArgs,
-            ) -> datafusion_common::Result<Box<dyn $crate::kernel::DynKernel>> {
-                Ok(Box::new(self.kernel(args)?))
             }
             fn states_retractable(&self) -> bool {
                 $retractable

@@ -67,8 +67,10 @@
 //!    - `with_states(MyMetric::new()),` registers `my_metric`, `my_metric_state` and
 //!      `my_metric_merge` (a kernel whose state is bounded);
 //!    - `aggregate(MyMetric::new()),` registers `my_metric` alone (its state grows with the
-//!      rows, or it is not a kernel); it then implements `common::Shaped`
-//!      (`fn call_shape(&self) -> Option<CallShape>`, `None` for a variable argument list);
+//!      rows); it then implements `common::Shaped` (`fn call_shape(&self) ->
+//!      Option<CallShape>`, `None` for a variable argument list) and, with
+//!      `kernel_source!(MyMetric)` in place of `kernel_aggregate!`, `KernelSource`, through
+//!      which other hosts (`host`, the DuckDB extension) build its kernel;
 //!    - `scalar(MyScalar::new()),` for a scalar (`ScalarUDFImpl + Shaped`).
 //!
 //! Nothing else lists functions: `all_aggregate_functions`, `SHOW FUNCTIONS`, named-argument

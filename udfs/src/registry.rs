@@ -23,7 +23,7 @@ use crate::inference::delong::{AucInterval, AucTest};
 use crate::inference::field_bias::FieldBias;
 use crate::inference::hosmer_lemeshow::HosmerLemeshow;
 use crate::inference::spiegelhalter::Spiegelhalter;
-use crate::kernel::KernelAggregate;
+use crate::kernel::{KernelAggregate, KernelSource};
 use crate::metrics::auc::Auc;
 use crate::metrics::binned::{Binned, BinnedKind};
 use crate::metrics::debiased::EceDebiased;
@@ -96,6 +96,7 @@ fn functions() -> Vec<Function> {
 enum Function {
     Aggregate {
         udaf: Arc<AggregateUDF>,
+        kernel: Arc<dyn KernelSource>,
         shape: Option<CallShape>,
         /// `F` and its `F_state` and `F_merge`, for an aggregate whose state is bounded.
         twins: Option<Twins>,
@@ -108,7 +109,10 @@ enum Function {
 
 /// An aggregate whose state is bounded, as the `_state` / `_merge` wrappers see it, and
 /// those two.
-type Twins = (Arc<dyn KernelAggregate>, [Arc<AggregateUDF>; 2]);
+type Twins = (
+    Arc<dyn KernelAggregate>,
+    [(Arc<AggregateUDF>, Arc<dyn KernelSource>); 2],
+);
 
 /// An aggregate with `_state` and `_merge` twins: a [`KernelAggregate`] whose state is
 /// bounded.
@@ -119,16 +123,21 @@ fn with_states(f: impl KernelAggregate) -> Function {
         udaf: Arc::new(AggregateUDF::new_from_shared_impl(
             Arc::clone(&inner) as Arc<dyn AggregateUDFImpl>
         )),
+        kernel: Arc::clone(&inner) as Arc<dyn KernelSource>,
         shape: Some(shape),
         twins: Some((Arc::clone(&inner), crate::state::twins(inner))),
     }
 }
 
 /// An aggregate without stored states (its state grows with the rows, or it is not a kernel).
-fn aggregate(f: impl AggregateUDFImpl + Shaped) -> Function {
+fn aggregate(f: impl AggregateUDFImpl + Shaped + KernelSource) -> Function {
+    let f = Arc::new(f);
     Function::Aggregate {
         shape: f.call_shape(),
-        udaf: Arc::new(AggregateUDF::new_from_impl(f)),
+        udaf: Arc::new(AggregateUDF::new_from_shared_impl(
+            Arc::clone(&f) as Arc<dyn AggregateUDFImpl>
+        )),
+        kernel: f,
         twins: None,
     }
 }
@@ -148,6 +157,8 @@ struct Registry {
     /// The aggregates that have twins.
     stateful: Vec<Arc<dyn KernelAggregate>>,
     scalars: Vec<Arc<ScalarUDF>>,
+    /// Every aggregate's kernel source (the twins' too), by name.
+    kernels: HashMap<String, Arc<dyn KernelSource>>,
     /// In registry order.
     shapes: Vec<CallShape>,
     /// By function name (the `_state` twins under their own names, with the shape of the
@@ -163,23 +174,33 @@ fn registry() -> &'static Registry {
             twins: vec![],
             stateful: vec![],
             scalars: vec![],
+            kernels: HashMap::new(),
             shapes: vec![],
             by_name: HashMap::new(),
         };
         for f in functions() {
             match f {
-                Function::Aggregate { udaf, shape, twins } => {
+                Function::Aggregate {
+                    udaf,
+                    kernel,
+                    shape,
+                    twins,
+                } => {
                     if let Some(shape) = shape {
                         r.shapes.push(shape);
                         r.by_name.insert(udaf.name().to_string(), shape);
-                        if let Some((_, [state, _])) = &twins {
+                        if let Some((_, [(state, _), _])) = &twins {
                             r.by_name.insert(state.name().to_string(), shape);
                         }
                     }
+                    r.kernels.insert(udaf.name().to_string(), kernel);
                     r.aggregates.push(udaf);
                     if let Some((inner, pair)) = twins {
                         r.stateful.push(inner);
-                        r.twins.extend(pair);
+                        for (twin, kernel) in pair {
+                            r.kernels.insert(twin.name().to_string(), kernel);
+                            r.twins.push(twin);
+                        }
                     }
                 }
                 Function::Scalar { udf, shape } => {
@@ -213,6 +234,11 @@ pub(crate) fn twins() -> Vec<Arc<AggregateUDF>> {
 /// The aggregates that have `_state` / `_merge` twins, in registry order.
 pub(crate) fn stateful() -> &'static [Arc<dyn KernelAggregate>] {
     &registry().stateful
+}
+
+/// The kernel source of the aggregate registered under `name` (a twin's too).
+pub(crate) fn kernel_source(name: &str) -> Option<&'static Arc<dyn KernelSource>> {
+    registry().kernels.get(name)
 }
 
 /// The call shape registered under `name` (a `_state` twin has its aggregate's), if any.

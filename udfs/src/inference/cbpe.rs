@@ -77,6 +77,8 @@ impl Cbpe {
     }
 }
 
+crate::kernel::kernel_source!(Cbpe);
+
 rows_udaf!(
     Cbpe,
     SHAPE,

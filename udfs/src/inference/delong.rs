@@ -97,6 +97,8 @@ impl AucInterval {
     }
 }
 
+crate::kernel::kernel_source!(AucInterval);
+
 rows_udaf!(
     AucInterval,
     INTERVAL,
@@ -484,6 +486,8 @@ impl Kernel for PairKernel {
         true
     }
 }
+
+crate::kernel::kernel_source!(AucTest);
 
 impl crate::common::Shaped for AucTest {
     fn call_shape(&self) -> Option<CallShape> {

@@ -70,6 +70,8 @@ impl Auc {
     }
 }
 
+crate::kernel::kernel_source!(Auc);
+
 impl crate::common::Shaped for Auc {
     fn call_shape(&self) -> Option<CallShape> {
         Some(SHAPE)

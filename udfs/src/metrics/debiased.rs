@@ -66,6 +66,8 @@ impl EceDebiased {
     }
 }
 
+crate::kernel::kernel_source!(EceDebiased);
+
 impl crate::common::Shaped for EceDebiased {
     fn call_shape(&self) -> Option<CallShape> {
         Some(SHAPE)

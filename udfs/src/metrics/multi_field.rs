@@ -127,6 +127,8 @@ impl MultiFieldRce {
     }
 }
 
+crate::kernel::kernel_source!(MultiFieldRce);
+
 /// No fixed argument list (a variable number of fields), so no named arguments.
 impl crate::common::Shaped for MultiFieldRce {
     fn call_shape(&self) -> Option<crate::common::CallShape> {

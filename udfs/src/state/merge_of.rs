@@ -180,6 +180,8 @@ function, or in another format are an error naming both.{retract}"
     }
 }
 
+crate::kernel::kernel_source!(MergeOf);
+
 impl AggregateUDFImpl for MergeOf {
     fn name(&self) -> &str {
         &self.name

@@ -27,7 +27,7 @@ use datafusion_physical_expr::expressions::{Column, Literal};
 use datafusion_physical_expr_common::physical_expr::PhysicalExpr;
 
 use crate::common::{literal, CallShape, Role};
-use crate::kernel::{DynKernel, KernelAggregate};
+use crate::kernel::{DynKernel, KernelAggregate, KernelSource};
 
 /// The state format this version writes and reads.
 pub const STATE_FORMAT: i32 = 1;
@@ -48,16 +48,26 @@ pub(crate) fn capped_wrapper(
     None
 }
 
-/// `F_state` and `F_merge` of the aggregate `inner` (the registry makes them for every
-/// aggregate it registers `with_states`).
-pub(crate) fn twins(inner: Arc<dyn KernelAggregate>) -> [Arc<AggregateUDF>; 2] {
+/// `F_state` and `F_merge` of the aggregate `inner`, each with its kernel source (the
+/// registry makes them for every aggregate it registers `with_states`).
+pub(crate) fn twins(
+    inner: Arc<dyn KernelAggregate>,
+) -> [(Arc<AggregateUDF>, Arc<dyn KernelSource>); 2] {
+    let state = Arc::new(StateOf::new(Arc::clone(&inner)));
+    let merge = Arc::new(MergeOf::new(inner));
     [
-        Arc::new(AggregateUDF::new_from_shared_impl(Arc::new(StateOf::new(
-            Arc::clone(&inner),
-        )))),
-        Arc::new(AggregateUDF::new_from_shared_impl(Arc::new(MergeOf::new(
-            inner,
-        )))),
+        (
+            Arc::new(AggregateUDF::new_from_shared_impl(
+                Arc::clone(&state) as Arc<dyn AggregateUDFImpl>
+            )),
+            state,
+        ),
+        (
+            Arc::new(AggregateUDF::new_from_shared_impl(
+                Arc::clone(&merge) as Arc<dyn AggregateUDFImpl>
+            )),
+            merge,
+        ),
     ]
 }
 

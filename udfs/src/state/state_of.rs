@@ -97,6 +97,8 @@ fixed-edge strategy ('uniform', 'sklearn', …) or compute {} over the rows",
     }
 }
 
+crate::kernel::kernel_source!(StateOf);
+
 impl AggregateUDFImpl for StateOf {
     fn name(&self) -> &str {
         &self.name
