@@ -388,6 +388,14 @@ mod tests {
         for f in crate::all_scalar_functions() {
             assert!(declared.contains(&f.name().to_string()), "{}", f.name());
         }
+        // Every aggregate (the twins too) has the kernel source `AggregateCall::groups` uses.
+        for f in crate::all_aggregate_functions() {
+            assert!(
+                crate::registry::kernel_source(f.name()).is_some(),
+                "{}",
+                f.name()
+            );
+        }
         let merge = host_functions()
             .into_iter()
             .find(|f| f.name == "ece_merge")
@@ -396,5 +404,46 @@ mod tests {
             merge.arguments[0].kind,
             ArgumentKind::StateOf("ece_state".into())
         );
+    }
+
+    #[test]
+    fn groups_of_a_call_are_evaluated_by_number() {
+        // Expected values by hand (ECE with 2 uniform bins, one bin used per group).
+        use arrow::array::{Float64Array, Int64Array};
+        let ece = crate::all_aggregate_functions()
+            .into_iter()
+            .find(|f| f.name() == "ece")
+            .unwrap();
+        let types = [DataType::Float64, DataType::Float64, DataType::Int64];
+        let constants = vec![None, None, Some(ScalarValue::Int64(Some(2)))];
+        let call = AggregateCall::new(&ece, &types, constants).unwrap();
+        let mut groups = call.groups().unwrap();
+        let (a, b) = (groups.add(), groups.add());
+        let p: ArrayRef = Arc::new(Float64Array::from(vec![0.2, 0.8, 0.3, 0.9]));
+        let y: ArrayRef = Arc::new(Float64Array::from(vec![0.0, 1.0, 1.0, 1.0]));
+        let n: ArrayRef = Arc::new(Int64Array::from(vec![2; 4]));
+        groups.update(&[p, y, n], &[a, b, a, b]).unwrap();
+        let values = groups.evaluate(0..2).unwrap();
+        let values = values
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .values()
+            .to_vec();
+        // Group a: bin [0, 0.5) holds p 0.2, 0.3 and y 0, 1: |0.25 - 0.5| = 0.25.
+        // Group b: bin [0.5, 1] holds p 0.8, 0.9 and y 1, 1: |0.85 - 1| = 0.15.
+        assert!((values[0] - 0.25).abs() <= 1e-12, "{values:?}");
+        assert!((values[1] - 0.15).abs() <= 1e-12, "{values:?}");
+        // A group's state, merged into a new group, gives the same value.
+        let state = groups.state(a..a + 1).unwrap();
+        let c = groups.add();
+        groups.merge(&state, &[c]).unwrap();
+        let again = groups.evaluate(c..c + 1).unwrap();
+        let again = again
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .value(0);
+        assert!((again - 0.25).abs() <= 1e-12, "{again}");
     }
 }
