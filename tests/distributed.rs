@@ -74,15 +74,16 @@ const QUERIES: &[&str] = &[
     // Top-label (multiclass) metrics: a three-class model made from p, ungrouped, grouped and
     // as stored states.
     "SELECT ece_top_label(probs, c) AS a, mce_top_label(probs, c, 10, 'quantile', w) AS b,
-            reliability_top_label(probs, c, 8, 'torchmetrics') AS d
+            reliability_top_label(probs, c, 8, 'torchmetrics') AS d,
+            ece_classwise(probs, c, 10, 'quantile', w) AS e
      FROM (SELECT make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c, w FROM t)",
     "SELECT kind, ece_top_label(probs, c, 10, 'kumar') AS a FROM
        (SELECT kind, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
      GROUP BY kind ORDER BY kind",
     "SELECT ece_top_label_merge(a) AS a, mce_top_label_merge(b) AS b,
-            reliability_top_label_merge(d) AS d
+            reliability_top_label_merge(d) AS d, ece_classwise_merge(e) AS e
      FROM (SELECT site, ece_top_label_state(probs, c) AS a, mce_top_label_state(probs, c, 10) AS b,
-                  reliability_top_label_state(probs, c, 8) AS d
+                  reliability_top_label_state(probs, c, 8) AS d, ece_classwise_state(probs, c) AS e
            FROM (SELECT site, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
            GROUP BY site)",
     // Field metrics.

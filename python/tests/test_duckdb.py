@@ -67,6 +67,7 @@ AGGREGATES = {
     "ece_top_label": "ece_top_label([p_model, 1 - p_model], 1 - click, 10)",
     "mce_top_label": "mce_top_label([p_model, 1 - p_model], 1 - click)",
     "reliability_top_label": "reliability_top_label([p_model, 1 - p_model], 1 - click, 5)",
+    "ece_classwise": "ece_classwise([p_model, 1 - p_model], 1 - click, 10)",
     "cbpe": "cbpe(p_model, 0.3)",
 }
 

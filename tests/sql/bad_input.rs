@@ -176,6 +176,19 @@ const AGGREGATES: &[Row] = &[
         ],
     ),
     row(
+        "ece_classwise",
+        "probs",
+        PL,
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 10, 'quantile', w",
+        ],
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 10, 'kumar', w",
+        ],
+    ),
+    row(
         "mce_top_label",
         "probs",
         PL,

@@ -113,6 +113,10 @@ const CASES: &[(&str, &str)] = &[
     ("mvce", "p, y, f"),
     ("mvce", "p, y, day, 4, 3"),
     ("ece_top_label", "make_array(p / 2, p / 2, 1 - p), y"),
+    (
+        "ece_classwise",
+        "make_array(p / 2, p / 2, 1 - p), y, 10, 'uniform', w",
+    ),
     ("logloss", "make_array(p / 2, p / 2, 1 - p), y"),
     ("brier", "make_array(p / 2, p / 2, 1 - p), y, w"),
     (

@@ -178,7 +178,12 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     add("logloss", vec![c("probs"), c("y")]);
     add("logloss", vec![c("probs"), c("y"), lit(1e-6), c("w")]);
     add("brier", vec![c("probs"), c("y"), c("w")]);
-    for name in ["ece_top_label", "mce_top_label", "reliability_top_label"] {
+    for name in [
+        "ece_top_label",
+        "mce_top_label",
+        "reliability_top_label",
+        "ece_classwise",
+    ] {
         add(name, vec![c("probs"), c("y")]);
         add(
             name,

@@ -26,6 +26,7 @@ use crate::inference::spiegelhalter::Spiegelhalter;
 use crate::kernel::{KernelAggregate, KernelSource};
 use crate::metrics::auc::Auc;
 use crate::metrics::binned::{Binned, BinnedKind};
+use crate::metrics::classwise::EceClasswise;
 use crate::metrics::debiased::EceDebiased;
 use crate::metrics::field::{FieldKind, FieldMetric};
 use crate::metrics::loss::{LossKind, MeanLoss};
@@ -60,6 +61,7 @@ fn functions() -> Vec<Function> {
         with_states(TopLabel::new(TopLabelKind::Ece)),
         with_states(TopLabel::new(TopLabelKind::Mce)),
         with_states(TopLabel::new(TopLabelKind::Reliability)),
+        with_states(EceClasswise::new()),
         with_states(Spiegelhalter::new()),
         with_states(CalibrationSlope::new()),
         with_states(HosmerLemeshow::new()),

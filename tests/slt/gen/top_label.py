@@ -1,5 +1,5 @@
 """Expected values of tests/slt/top_label.slt: ece_top_label, mce_top_label and
-reliability_top_label of a multiclass model, in every binning strategy.
+reliability_top_label of a multiclass model, in every binning strategy, and ece_classwise.
 
 Data: scikit-learn 1.9 make_classification(n_samples=240, n_classes=4, ...) and a
 LogisticRegression's predict_proba (fitted on half the rows): table `mc` (id, probs, label, w, g),
@@ -15,6 +15,10 @@ against them too:
                   computes in float32 (its binary path, whose numbers these are, keeps float64)
   'kumar'         uncertainty-calibration 0.1.4 get_ece(probs, label, num_bins=M) (top-label)
 Weighted and grouped values come from the reference rule (no tool takes weights).
+
+ece_classwise is the mean over classes k of the binary strategy's ece on (probs[:, k], label == k);
+for 'kumar' it is checked against uncertainty-calibration 0.1.4
+get_ece(probs, label, num_bins=M, mode='marginal') (Kumar et al.'s marginal error, p = 1).
 
     python3 tests/slt/gen/top_label.py            # print the blocks
     python3 tests/slt/gen/top_label.py --check    # assert every block appears verbatim in top_label.slt
@@ -138,6 +142,46 @@ def sections():
                          src="(SELECT ece_top_label_state(probs, label, 10) AS s FROM mc GROUP BY g)",
                          comment="the three groups' stored states merged: the whole table's value"))
     out["grouped and merged"] = grouped
+
+    # ece_classwise: each class's binary ece, averaged.
+    from calibration import get_ece
+
+    P = np.array(probs)
+    Y = np.array(labels)
+
+    def classwise(M, s, w=None, rows=None):
+        rows = np.arange(len(Y)) if rows is None else rows
+        return float(np.mean([values(P[rows, k], (Y[rows] == k).astype(np.float64), M, s,
+                                     None if w is None else w[rows])["ece"] for k in range(K)]))
+
+    for M in (10, 15):
+        ku = float(get_ece(P, Y, num_bins=M, mode="marginal"))
+        assert abs(ku - classwise(M, "kumar")) < 1e-14, (M, ku, classwise(M, "kumar"))
+    cw = []
+    for M in (10, 15):
+        for s in STRATS:
+            v = classwise(M, s)
+            cw.append(close(f"ece_classwise(probs, label, {M}, '{s}')", v, src="mc",
+                            comment=f"ece_classwise {s} M={M}: the mean over the 4 classes of the binary ece of "
+                                    f"(probs[k], label = k) = {fmt(v)}"))
+    v = classwise(15, "uniform")
+    cw.append(close("ece_classwise(probs, label)", v, src="mc", comment=f"defaults: 15 bins, 'uniform' = {fmt(v)}"))
+    for s in ("uniform", "quantile"):
+        v = classwise(10, s, W)
+        cw.append(close(f"ece_classwise(probs, label, 10, '{s}', w)", v, src="mc",
+                        comment=f"weighted ece_classwise {s} M=10 (reference rule) = {fmt(v)}"))
+    rows = [[k, round(classwise(10, "uniform", rows=np.where(G == k)[0]), 12)] for k in range(3)]
+    cw.append(exact("SELECT g, round(ece_classwise(probs, label, 10), 12) FROM mc GROUP BY g ORDER BY g", "IR",
+                    rows, "ece_classwise per group (id mod 3), rounded to 12 digits"))
+    cw.append(close("ece_classwise_merge(s)", classwise(10, "uniform"),
+                    src="(SELECT ece_classwise_state(probs, label, 10) AS s FROM mc GROUP BY g)",
+                    comment="the three groups' stored states merged: the whole table's value"))
+    keep = np.array([i for i in range(len(probs)) if i % 5 != 0])
+    v = classwise(10, "uniform", rows=keep)
+    cw.append(close("ece_classwise(CASE WHEN id % 5 = 1 THEN NULL ELSE probs END, label, 10)", v, src="mc",
+                    comment="rows with a NULL probs list are skipped"))
+    cw.append(exact("SELECT ece_classwise(probs, label) FROM mc WHERE id < 0", "R", [[None]], "no rows: NULL"))
+    out["ece_classwise"] = cw
 
     # NULL rows are skipped; a FILTER picks rows.
     nulls = []

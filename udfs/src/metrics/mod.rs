@@ -11,12 +11,14 @@
 //! - [`multi_field`]: `multi_field_rce` (field_rce over several fields);
 //! - [`mvce`]: `mvce` (multi-view calibration error);
 //! - [`top_label`]: `ece_top_label`, `mce_top_label`, `reliability_top_label` (multiclass,
-//!   over `binned`'s kernel).
+//!   over `binned`'s kernel);
+//! - [`classwise`]: `ece_classwise` (multiclass, `binned`'s kernel per class).
 
 pub mod auc;
 mod bin_sums;
 pub mod binned;
 pub mod binning;
+pub mod classwise;
 pub mod debiased;
 pub mod field;
 pub mod loss;

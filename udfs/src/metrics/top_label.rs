@@ -37,7 +37,8 @@ const STRATEGY: Arg = args::STRATEGY.doc(
 confidence. Default `'uniform'`.",
 );
 const W: Arg = args::W;
-const OPTIONAL: &[Arg] = &[N_BINS, STRATEGY, W];
+/// The optional arguments of `ece_top_label` and `mce_top_label` (and `ece_classwise`).
+pub(super) const OPTIONAL: &[Arg] = &[N_BINS, STRATEGY, W];
 const OPTIONAL_RELIABILITY: &[Arg] = &[
     N_BINS,
     STRATEGY,

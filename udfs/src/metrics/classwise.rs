@@ -1,0 +1,297 @@
+//! `ece_classwise`: the class-wise (marginal) calibration error of a multiclass model
+//! (Kumar et al. 2019, "marginal calibration error", p = 1; Nixon et al. 2019's SCE with
+//! uniform bins): the mean over classes k of the binary `ece` of `(probs[k], label = k)`.
+//!
+//! One `binned` kernel holds every class of every group: group g's class k is its group
+//! g · K + k, where K, the number of classes, is the length of the first list the kernel
+//! sees. So each class is binned on its own, in any of `ece`'s strategies, and a group's
+//! partial state is its K classes' states, each state field a list of K entries.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, ListArray, UInt32Array};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion_common::{exec_err, Result};
+use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
+use datafusion_macros::user_doc;
+
+use super::binned::{state_fields, BinnedKernel, BinnedKind};
+use super::top_label::OPTIONAL;
+use crate::common::{args, CallShape};
+use crate::kernel::{kernel_aggregate, kernel_udaf_common, Filter, Kernel};
+use crate::multiclass;
+
+const SHAPE: CallShape = CallShape {
+    name: "ece_classwise",
+    required: &[args::PROBS, args::LABEL],
+    optional: OPTIONAL,
+};
+
+#[user_doc(
+    doc_section(label = "Multiclass Metrics"),
+    description = "Class-wise (marginal) expected calibration error of a multiclass model: the mean over the \
+classes k of `ece(probs[k], label = k)`, each class binned on its own in the strategy given (Kumar et al. \
+2019's marginal calibration error with p = 1; with `strategy => 'kumar'` it is uncertainty-calibration 0.1 \
+`get_ece(probs, label, num_bins, mode='marginal')`). Every row's list must have the same length, the number \
+of classes. Rows with a NULL `probs` (or a NULL in it), `label` or `w` are skipped; NULL when no row is \
+usable.",
+    syntax_example = "ece_classwise(probs, label [, n_bins [, strategy [, w]]])",
+    sql_example = r#"```sql
+> SELECT ece_classwise(probs, label, 2) AS ece FROM (VALUES ([0.75, 0.25, 0.0], 0), ([0.25, 0.5, 0.25], 2)) AS t(probs, label);
++--------------------+
+| ece                |
++--------------------+
+| 0.3333333333333333 |
++--------------------+
+```"#
+)]
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct EceClasswise {
+    signature: Signature,
+}
+
+crate::kernel::signature_from_shape!(EceClasswise, SHAPE);
+
+impl EceClasswise {
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<ClasswiseKernel> {
+        Ok(ClasswiseKernel {
+            func: SHAPE.name,
+            inner: BinnedKernel::new(SHAPE.name, BinnedKind::Ece, args)?,
+            classes: None,
+            groups: 0,
+        })
+    }
+}
+
+// The state's fields are lists of the binned kernel's, which `negated` cannot subtract: the
+// stored states do not slide (the rows do, through `retract`).
+kernel_aggregate!(EceClasswise, false);
+
+impl AggregateUDFImpl for EceClasswise {
+    kernel_udaf_common!(returns DataType::Float64);
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(state_fields(args.name)
+            .into_iter()
+            .map(|f| {
+                Arc::new(Field::new(
+                    f.name(),
+                    DataType::List(Arc::new(Field::new_list_field(f.data_type().clone(), true))),
+                    true,
+                ))
+            })
+            .collect())
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        crate::common::documented(self.doc(), &self.shape())
+    }
+}
+
+/// [`BinnedKernel`] over each (group, class).
+#[derive(Debug)]
+struct ClasswiseKernel {
+    func: &'static str,
+    inner: BinnedKernel,
+    /// K, once a row or a state has said it.
+    classes: Option<usize>,
+    groups: usize,
+}
+
+impl ClasswiseKernel {
+    /// Takes K = `k` (or checks it against the K already taken) and makes room for every
+    /// group's classes.
+    fn classes_are(&mut self, k: usize, what: &str) -> Result<usize> {
+        match self.classes {
+            Some(known) if known != k => exec_err!(
+                "{}: argument probs must hold the same number of classes on every row, got {what} of {k} after \
+{known}",
+                self.func
+            ),
+            Some(known) => Ok(known),
+            None => {
+                self.classes = Some(k);
+                self.inner.resize(self.groups * k);
+                Ok(k)
+            }
+        }
+    }
+
+    /// `values` with each usable row as K rows, (probs[k], label = k) as p and y, and the
+    /// group of each (g · K + k); the other columns (the weight) repeated.
+    fn as_binary(
+        &mut self,
+        values: &[ArrayRef],
+        groups: &[usize],
+        filter: Filter,
+    ) -> Result<Option<(Vec<ArrayRef>, Vec<usize>)>> {
+        let (mut p, mut y, mut rows, mut lists) = (vec![], vec![], vec![], vec![]);
+        multiclass::for_each_row(self.func, &values[0], &values[1], filter, |i, row| {
+            if let Some((probs, label)) = row {
+                lists.push(probs.len());
+                rows.push(i);
+                for (k, &v) in probs.iter().enumerate() {
+                    p.push(v);
+                    y.push(if k == label { 1.0 } else { 0.0 });
+                }
+            }
+            Ok(())
+        })?;
+        let Some(&first) = lists.first() else {
+            return Ok(None);
+        };
+        let k = self.classes_are(first, "a list")?;
+        if let Some(&other) = lists.iter().find(|&&l| l != k) {
+            self.classes_are(other, "a list")?;
+        }
+        let repeat = UInt32Array::from_iter_values(
+            rows.iter().flat_map(|&i| std::iter::repeat_n(i as u32, k)),
+        );
+        let mut out: Vec<ArrayRef> = vec![
+            Arc::new(Float64Array::from(p)),
+            Arc::new(Float64Array::from(y)),
+        ];
+        for v in &values[2..] {
+            out.push(arrow::compute::take(v, &repeat, None)?);
+        }
+        let virtual_groups = rows
+            .iter()
+            .flat_map(|&i| (0..k).map(move |c| groups[i] * k + c))
+            .collect();
+        Ok(Some((out, virtual_groups)))
+    }
+
+    /// The inner kernel's arrays of a range of groups' classes, each as a list per group.
+    fn per_group(&self, arrays: Vec<ArrayRef>, n: usize) -> Result<Vec<ArrayRef>> {
+        let k = self.classes.unwrap_or(0);
+        arrays
+            .into_iter()
+            .map(|a| {
+                let field = Arc::new(Field::new_list_field(a.data_type().clone(), true));
+                let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(k, n));
+                Ok(Arc::new(ListArray::try_new(field, offsets, a, None)?) as ArrayRef)
+            })
+            .collect()
+    }
+}
+
+impl Kernel for ClasswiseKernel {
+    fn empty(&self) -> Result<Self> {
+        Ok(Self {
+            func: self.func,
+            inner: self.inner.empty()?,
+            classes: None,
+            groups: 0,
+        })
+    }
+
+    fn resize(&mut self, n: usize) {
+        if n > self.groups {
+            self.groups = n;
+            if let Some(k) = self.classes {
+                self.inner.resize(n * k);
+            }
+        }
+    }
+
+    fn num_groups(&self) -> usize {
+        self.groups
+    }
+
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
+        match self.as_binary(values, groups, filter)? {
+            Some((binary, groups)) => self.inner.update(&binary, &groups, None),
+            None => Ok(()),
+        }
+    }
+
+    fn retract(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        match self.as_binary(values, groups, None)? {
+            Some((binary, groups)) => self.inner.retract(&binary, &groups),
+            None => Ok(()),
+        }
+    }
+
+    fn retractable(&self) -> bool {
+        self.inner.retractable()
+    }
+
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        let lists: Vec<&ListArray> = states.iter().map(|s| s.as_list::<i32>()).collect();
+        let Some(first) = lists.first() else {
+            return Ok(());
+        };
+        let offsets = first.value_offsets();
+        let mut rows = vec![];
+        for (r, &g) in groups.iter().enumerate() {
+            let (start, end) = (offsets[r] as usize, offsets[r + 1] as usize);
+            if end == start {
+                continue;
+            }
+            let k = self.classes_are(end - start, "a partial state")?;
+            rows.extend((start..end).map(|i| (i, g * k + (i - start))));
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let take = UInt32Array::from_iter_values(rows.iter().map(|&(i, _)| i as u32));
+        let inner = lists
+            .iter()
+            .map(|l| Ok(arrow::compute::take(l.values(), &take, None)?))
+            .collect::<Result<Vec<_>>>()?;
+        let groups: Vec<usize> = rows.iter().map(|&(_, g)| g).collect();
+        self.inner.merge(&inner, &groups)
+    }
+
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let n = range.len();
+        let inner = match self.classes {
+            Some(k) => self.inner.state(range.start * k..range.end * k)?,
+            None => self.inner.empty()?.state(0..0)?,
+        };
+        self.per_group(inner, n)
+    }
+
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        let Some(k) = self.classes else {
+            return self.state(range);
+        };
+        let n = range.len();
+        let inner = self.inner.take_state(range.start * k..range.end * k)?;
+        self.per_group(inner, n)
+    }
+
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let Some(k) = self.classes else {
+            return Ok(Arc::new(Float64Array::new_null(range.len())));
+        };
+        let per_class = self.inner.evaluate(range.start * k..range.end * k)?;
+        let per_class = per_class.as_primitive::<arrow::datatypes::Float64Type>();
+        Ok(Arc::new(
+            (0..range.len())
+                .map(|g| {
+                    let classes = g * k..(g + 1) * k;
+                    // A group without a usable row has no class value.
+                    classes
+                        .clone()
+                        .all(|c| per_class.is_valid(c))
+                        .then(|| classes.map(|c| per_class.value(c)).sum::<f64>() / k as f64)
+                })
+                .collect::<Float64Array>(),
+        ))
+    }
+
+    fn drain(&mut self, n: usize) {
+        if let Some(k) = self.classes {
+            self.inner.drain(n * k);
+        }
+        self.groups -= n.min(self.groups);
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+}
