@@ -23,7 +23,8 @@ const QUERY: &str = "SELECT g,
     ece_interval(p, y, site)['lower'] AS ei_lo, ece_diff_interval(p, q, y, site)['upper'] AS ed_hi,
     auc_interval(p, y)['lower'] AS ai_lo, auc_test(p, q, y)['z'] AS at_z,
     cbpe(p)['roc_auc'] AS cb_auc, cbpe(p, 0.3)['f1'] AS cb_f1,
-    ece_classwise(make_array(p / 2, p / 2, 1 - p), y, 10, 'quantile', w) AS ecw
+    ece_classwise(make_array(p / 2, p / 2, 1 - p), y, 10, 'quantile', w) AS ecw,
+    auc(make_array(p / 2, p / 2, 1 - p), y) AS auc_ovr
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
@@ -38,7 +39,8 @@ const QUERY_ALL: &str = "SELECT
     ece_diff_interval(p, q, y, g, 10, 'sklearn')['lower'] AS ed_lo,
     auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se,
     cbpe(p, 0.5, w)['roc_auc'] AS cb_auc, cbpe(p, 0.5, w)['precision'] AS cb_prec,
-    ece_classwise(make_array(p / 2, p / 2, 1 - p), y) AS ecw
+    ece_classwise(make_array(p / 2, p / 2, 1 - p), y) AS ecw,
+    auc(make_array(p / 2, p / 2, 1 - p), y, w) AS auc_ovr
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {

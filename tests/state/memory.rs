@@ -426,6 +426,7 @@ const EVERY_CALL: &[&str] = &[
     "mce_top_label(make_array(p / 2, p / 2, 1 - p), y)",
     "reliability_top_label(make_array(p / 2, p / 2, 1 - p), y, 10, 'kumar')",
     "ece_classwise(make_array(p / 2, p / 2, 1 - p), y, 10, 'quantile')",
+    "auc(make_array(p / 2, p / 2, 1 - p), y)",
     "normalized_entropy(p, y)",
     "reliability(p, y)",
     "rmsce(p, y)",

@@ -1,6 +1,7 @@
 //! A multiclass model's rows: a list of class probabilities (`probs`, any numeric list type)
 //! and the observed class index (`label`, 0 to K − 1), read and checked the one way every
-//! multiclass function reads them (the top-label metrics, `logloss` and `brier` on a list).
+//! multiclass function reads them (the top-label and class-wise metrics, `logloss`, `brier` and
+//! `auc` on a list).
 //!
 //! A row is skipped (a missing prediction, as a NULL p is) when its list is NULL or holds a
 //! NULL, when its label is NULL, or when the aggregate's FILTER leaves it out. Otherwise its
@@ -16,6 +17,15 @@ use datafusion_common::{exec_err, Result};
 
 use crate::common::{check_p, f64_list_type, f64s};
 use crate::kernel::Filter;
+
+/// Whether an argument of this type is a list of class probabilities: a function's
+/// multiclass form (`logloss`, `brier`, `auc` on a list).
+pub(crate) fn is_list(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+    )
+}
 
 /// How far a row's probabilities may sum from 1.
 pub const SUM_TOLERANCE: f64 = 1e-6;

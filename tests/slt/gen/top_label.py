@@ -16,6 +16,9 @@ against them too:
   'kumar'         uncertainty-calibration 0.1.4 get_ece(probs, label, num_bins=M) (top-label)
 Weighted and grouped values come from the reference rule (no tool takes weights).
 
+auc(probs, label [, w]) on the list is scikit-learn 1.9 roc_auc_score(label, probs,
+multi_class='ovr', average='macro' [, sample_weight=w]).
+
 ece_classwise is the mean over classes k of the binary strategy's ece on (probs[:, k], label == k);
 for 'kumar' it is checked against uncertainty-calibration 0.1.4
 get_ece(probs, label, num_bins=M, mode='marginal') (Kumar et al.'s marginal error, p = 1).
@@ -182,6 +185,29 @@ def sections():
                     comment="rows with a NULL probs list are skipped"))
     cw.append(exact("SELECT ece_classwise(probs, label) FROM mc WHERE id < 0", "R", [[None]], "no rows: NULL"))
     out["ece_classwise"] = cw
+
+    # auc on the list: one-vs-rest, macro-averaged.
+    from sklearn.metrics import roc_auc_score
+
+    def ovr(rows=None, w=None):
+        rows = np.arange(len(Y)) if rows is None else rows
+        return float(roc_auc_score(Y[rows], P[rows], multi_class="ovr", average="macro",
+                                   sample_weight=None if w is None else w[rows]))
+
+    au = []
+    v = ovr()
+    au.append(close("auc(probs, label)", v, src="mc",
+                    comment=f"auc on a list: scikit-learn roc_auc_score(multi_class='ovr') = {fmt(v)}"))
+    v = ovr(w=W)
+    au.append(close("auc(probs, label, w)", v, src="mc",
+                    comment=f"weighted: roc_auc_score(multi_class='ovr', sample_weight=w) = {fmt(v)}"))
+    rows = [[k, round(ovr(rows=np.where(G == k)[0]), 12)] for k in range(3)]
+    au.append(exact("SELECT g, round(auc(probs, label), 12) FROM mc GROUP BY g ORDER BY g", "IR", rows,
+                    "one-vs-rest auc per group (id mod 3), rounded to 12 digits"))
+    v = ovr(rows=keep)
+    au.append(close("auc(CASE WHEN id % 5 = 1 THEN NULL ELSE probs END, label)", v, src="mc",
+                    comment="rows with a NULL probs list are skipped"))
+    out["auc one-vs-rest"] = au
 
     # NULL rows are skipped; a FILTER picks rows.
     nulls = []

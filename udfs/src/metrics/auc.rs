@@ -29,7 +29,9 @@ use crate::common::{
     args, f64_list_type, list_array, list_parts, list_type, weight_col, CallShape,
 };
 use crate::kernel::Filter;
-use crate::kernel::{kernel_udaf_common, signature_from_shape, Kernel};
+use crate::kernel::{signature_from_shape, Kernel};
+use crate::metrics::classwise::{per_class_fields, PerClass};
+use crate::multiclass;
 use crate::values::{
     self, distinct_in, for_each_score, is_sorted_f64, runs_of, sort_f64, Rows, Tally, ValueStore,
 };
@@ -44,7 +46,10 @@ const SHAPE: CallShape = CallShape {
     doc_section(label = "Calibration Metrics"),
     description = "Exact area under the ROC curve: the probability that a random positive scores above a random \
 negative (Mann–Whitney), ties counted one half, weighted by `w` when given (as scikit-learn's `roc_auc_score` \
-with `sample_weight`). NULL when only one class is present. Keeps every row (8 bytes a row, 16 weighted; spilled to disk under a memory limit), or, \
+with `sample_weight`). NULL when only one class is present. On a multiclass model's list of class probabilities, \
+`auc(probs, label [, w])` is the one-vs-rest macro average, the mean over the classes k of \
+`auc(probs[k], label = k)` (scikit-learn's `roc_auc_score(multi_class='ovr')`), NULL when a class has no row \
+or every row. Keeps every row (8 bytes a row, 16 weighted; spilled to disk under a memory limit), or, \
 unweighted and once a group has 65,536 rows whose scores repeat (at most a quarter as many distinct scores as \
 rows), a count per distinct score.",
     syntax_example = "auc(p, y [, w])",
@@ -64,9 +69,87 @@ pub struct Auc {
 
 signature_from_shape!(Auc, SHAPE);
 
+/// `auc` on a multiclass model's list of class probabilities: one-vs-rest, macro-averaged.
+const MULTICLASS: CallShape = CallShape {
+    name: "auc",
+    required: &[args::PROBS, args::LABEL],
+    optional: &[args::W],
+};
+
 impl Auc {
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<AucKernel> {
-        Ok(AucKernel::new(weight_col(args.exprs, 2)))
+    /// The shape of a call with these argument types: the multiclass one when the first is
+    /// a list.
+    fn shape_for(&self, arg_types: &[DataType]) -> CallShape {
+        match arg_types.first() {
+            Some(t) if multiclass::is_list(t) => MULTICLASS,
+            _ => SHAPE,
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<AucCall> {
+        let binary = AucKernel::new(weight_col(args.exprs, 2));
+        Ok(match args.expr_fields.first() {
+            Some(f) if multiclass::is_list(f.data_type()) => {
+                AucCall::OneVsRest(PerClass::new(SHAPE.name, binary))
+            }
+            _ => AucCall::Binary(binary),
+        })
+    }
+}
+
+/// `auc`'s kernel for a call: on a score, or one-vs-rest on a list of class probabilities.
+#[derive(Debug)]
+enum AucCall {
+    Binary(AucKernel),
+    OneVsRest(PerClass<AucKernel>),
+}
+
+/// `$body` with `$k` bound to the kernel of either form.
+macro_rules! either {
+    ($self:expr, $k:ident => $body:expr) => {
+        match $self {
+            AucCall::Binary($k) => $body,
+            AucCall::OneVsRest($k) => $body,
+        }
+    };
+}
+
+impl Kernel for AucCall {
+    fn empty(&self) -> Result<Self> {
+        Ok(match self {
+            AucCall::Binary(k) => AucCall::Binary(k.empty()?),
+            AucCall::OneVsRest(k) => AucCall::OneVsRest(k.empty()?),
+        })
+    }
+    fn resize(&mut self, n: usize) {
+        either!(self, k => k.resize(n))
+    }
+    fn num_groups(&self) -> usize {
+        either!(self, k => k.num_groups())
+    }
+    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
+        either!(self, k => k.update(values, groups, filter))
+    }
+    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        either!(self, k => k.merge(states, groups))
+    }
+    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        either!(self, k => k.state(range))
+    }
+    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
+        either!(self, k => k.take_state(range))
+    }
+    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        either!(self, k => k.evaluate(range))
+    }
+    fn drain(&mut self, n: usize) {
+        either!(self, k => k.drain(n))
+    }
+    fn size(&self) -> usize {
+        either!(self, k => k.size())
+    }
+    fn native_labels(&self) -> bool {
+        either!(self, k => k.native_labels())
     }
 }
 
@@ -79,10 +162,32 @@ impl crate::common::Shaped for Auc {
 }
 
 impl AggregateUDFImpl for Auc {
-    kernel_udaf_common!(returns DataType::Float64);
+    fn name(&self) -> &str {
+        SHAPE.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.shape_for(arg_types).coerce_lenient(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.shape_for(arg_types).coerce(arg_types)?;
+        Ok(DataType::Float64)
+    }
+
+    crate::kernel::kernel_accumulators!();
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(state_fields(args.name))
+        Ok(match args.input_fields.first() {
+            Some(f) if multiclass::is_list(f.data_type()) => {
+                per_class_fields(state_fields(args.name))
+            }
+            _ => state_fields(args.name),
+        })
     }
 
     fn documentation(&self) -> Option<&Documentation> {

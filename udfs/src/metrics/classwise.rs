@@ -1,11 +1,12 @@
-//! `ece_classwise`: the class-wise (marginal) calibration error of a multiclass model
-//! (Kumar et al. 2019, "marginal calibration error", p = 1; Nixon et al. 2019's SCE with
-//! uniform bins): the mean over classes k of the binary `ece` of `(probs[k], label = k)`.
+//! The class-wise (one-vs-rest) form of a binary metric on a multiclass model: the mean over
+//! classes k of the binary metric of `(probs[k], label = k)`. [`PerClass`] makes it from the
+//! binary metric's kernel; `ece_classwise` (Kumar et al. 2019's marginal calibration error,
+//! p = 1) is `ece`'s, and `auc` on a list (`auc.rs`) is `auc`'s.
 //!
-//! One `binned` kernel holds every class of every group: group g's class k is its group
+//! One binary kernel holds every class of every group: group g's class k is its group
 //! g · K + k, where K, the number of classes, is the length of the first list the kernel
-//! sees. So each class is binned on its own, in any of `ece`'s strategies, and a group's
-//! partial state is its K classes' states, each state field a list of K entries.
+//! sees. So each class is binned (or ranked) on its own, and a group's partial state is its K
+//! classes' states, each state field a list of K entries.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -56,13 +57,11 @@ pub struct EceClasswise {
 crate::kernel::signature_from_shape!(EceClasswise, SHAPE);
 
 impl EceClasswise {
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<ClasswiseKernel> {
-        Ok(ClasswiseKernel {
-            func: SHAPE.name,
-            inner: BinnedKernel::new(SHAPE.name, BinnedKind::Ece, args)?,
-            classes: None,
-            groups: 0,
-        })
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<PerClass<BinnedKernel>> {
+        Ok(PerClass::new(
+            SHAPE.name,
+            BinnedKernel::new(SHAPE.name, BinnedKind::Ece, args)?,
+        ))
     }
 }
 
@@ -74,16 +73,7 @@ impl AggregateUDFImpl for EceClasswise {
     kernel_udaf_common!(returns DataType::Float64);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(state_fields(args.name)
-            .into_iter()
-            .map(|f| {
-                Arc::new(Field::new(
-                    f.name(),
-                    DataType::List(Arc::new(Field::new_list_field(f.data_type().clone(), true))),
-                    true,
-                ))
-            })
-            .collect())
+        Ok(per_class_fields(state_fields(args.name)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -91,17 +81,41 @@ impl AggregateUDFImpl for EceClasswise {
     }
 }
 
-/// [`BinnedKernel`] over each (group, class).
+/// The state fields of a [`PerClass`] kernel: each of its binary kernel's, as a list.
+pub(crate) fn per_class_fields(binary: Vec<FieldRef>) -> Vec<FieldRef> {
+    binary
+        .into_iter()
+        .map(|f| {
+            Arc::new(Field::new(
+                f.name(),
+                DataType::List(Arc::new(Field::new_list_field(f.data_type().clone(), true))),
+                true,
+            ))
+        })
+        .collect()
+}
+
+/// A binary kernel over each (group, class); the value is the mean of the classes' values,
+/// NULL when one is NULL.
 #[derive(Debug)]
-struct ClasswiseKernel {
+pub(crate) struct PerClass<K> {
     func: &'static str,
-    inner: BinnedKernel,
+    inner: K,
     /// K, once a row or a state has said it.
     classes: Option<usize>,
     groups: usize,
 }
 
-impl ClasswiseKernel {
+impl<K: Kernel> PerClass<K> {
+    pub(crate) fn new(func: &'static str, inner: K) -> Self {
+        Self {
+            func,
+            inner,
+            classes: None,
+            groups: 0,
+        }
+    }
+
     /// Takes K = `k` (or checks it against the K already taken) and makes room for every
     /// group's classes.
     fn classes_are(&mut self, k: usize, what: &str) -> Result<usize> {
@@ -178,7 +192,7 @@ impl ClasswiseKernel {
     }
 }
 
-impl Kernel for ClasswiseKernel {
+impl<K: Kernel> Kernel for PerClass<K> {
     fn empty(&self) -> Result<Self> {
         Ok(Self {
             func: self.func,

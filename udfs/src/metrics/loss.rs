@@ -180,21 +180,12 @@ impl LossKind {
     }
 }
 
-/// Whether a first argument of this type is a list of class probabilities (the multiclass
-/// form of `logloss` and `brier`).
-fn is_list(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
-    )
-}
-
 impl MeanLoss {
     /// The shape of a call with these argument types: the multiclass one when the first is a
     /// list and this loss has one.
     fn shape_for(&self, arg_types: &[DataType]) -> CallShape {
         match (arg_types.first(), self.kind.multiclass_shape()) {
-            (Some(t), Some(multiclass)) if is_list(t) => multiclass,
+            (Some(t), Some(multiclass)) if multiclass::is_list(t) => multiclass,
             _ => self.shape(),
         }
     }
@@ -203,7 +194,8 @@ impl MeanLoss {
         let func = self.shape().name;
         let multiclass = match args.exprs.first() {
             Some(e) => {
-                self.kind.multiclass_shape().is_some() && is_list(&e.data_type(args.schema)?)
+                self.kind.multiclass_shape().is_some()
+                    && multiclass::is_list(&e.data_type(args.schema)?)
             }
             None => false,
         };
