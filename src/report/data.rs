@@ -27,6 +27,8 @@ pub struct ReportData {
     pub rows: i64,
     /// Rows left out because `p`, `y` (or `w`) is NULL or NaN.
     pub rows_dropped: i64,
+    /// Of those, rows with a usable p (and w) but no label (`y` NULL).
+    pub rows_unlabelled: i64,
     /// Total weight of the rows used (the row count without `w`).
     pub weight: Option<f64>,
     /// First and last `day`, as text (`None` without a `day` column or rows).
@@ -95,6 +97,10 @@ pub struct ModelData {
     pub normalized_entropy: Option<f64>,
     pub brier: Option<f64>,
     pub auc: Option<f64>,
+    /// With unlabelled rows, `cbpe(p [, 0.5, w])['roc_auc']` over every scored row (labelled
+    /// or not), and how many rows that is.
+    pub expected_auc: Option<f64>,
+    pub scored_rows: Option<i64>,
     /// `auc_interval(p, y, level)`'s DeLong bounds (unweighted: not with `w`).
     pub auc_lower: Option<f64>,
     pub auc_upper: Option<f64>,

@@ -192,6 +192,15 @@ fn headline_rows(data: &ReportData) -> Vec<HeadlineRow> {
         row("Normalized entropy", |m| m.normalized_entropy),
         row("Brier score", |m| m.brier),
         with_interval("AUC", |m| m.auc, Box::new(|m| (m.auc_lower, m.auc_upper))),
+    ]);
+    // Labels still to come: the AUC the probabilities imply (CBPE over every scored row)
+    // beside the one realised on the labelled rows.
+    if data.rows_unlabelled > 0 {
+        rows.push(row("AUC expected from p (CBPE, every scored row)", |m| {
+            m.expected_auc
+        }));
+    }
+    rows.extend([
         row("Spiegelhalter z", |m| m.spiegelhalter_z),
         row("Spiegelhalter p-value", |m| m.spiegelhalter_p),
         wald("Calibration intercept", |m| m.intercept, |m| m.intercept_se),

@@ -81,6 +81,7 @@ pub async fn compute(
         row.i64("rows", 0).unwrap_or(0),
         row.i64("dropped", 0).unwrap_or(0),
     );
+    let rows_unlabelled = row.i64("unlabelled", 0).unwrap_or(0);
     let generated_at = row.string("generated_at", 0);
     if rows == 0 {
         notes.push("The query returned no rows: nothing could be computed.".to_string());
@@ -128,6 +129,28 @@ pub async fn compute(
         sql: headline_sql,
     });
     let mut models = read_models(&headline, options)?;
+    if rows_unlabelled > 0 {
+        notes.push(format!(
+            "{rows_unlabelled} rows have a probability but no label yet: the headline's \
+             \"AUC expected from p\" is what the probabilities of every scored row imply (CBPE), \
+             beside the AUC realised on the labelled rows."
+        ));
+        let expected_sql = plan.expected_sql();
+        let what = "the expected AUC";
+        let batches = run(ctx, &plan.with_input(&expected_sql), what).await?;
+        queries.push(Query {
+            section: "expected AUC".to_string(),
+            sql: expected_sql,
+        });
+        let rows = Rows::new(&batches);
+        for r in 0..rows.len() {
+            let name = rows.string("model", r);
+            if let Some(m) = model_mut(&mut models, name.as_deref()) {
+                m.expected_auc = rows.f64("expected_auc", r);
+                m.scored_rows = rows.i64("scored", r);
+            }
+        }
+    }
 
     let mut scanned: Vec<Option<(SchemaRef, Vec<RecordBatch>)>> =
         vec![None; field_scans.len() + usize::from(daily_scan.is_some())];
@@ -255,6 +278,7 @@ pub async fn compute(
         },
         rows,
         rows_dropped,
+        rows_unlabelled,
         weight: if models.is_empty() { None } else { weight },
         time_range,
         columns,
@@ -342,6 +366,8 @@ struct Plan {
     input: String,
     /// The condition a row of `source` meets to be used.
     usable: String,
+    /// The rows with a usable p (and w), labelled or not: what `cbpe` reads.
+    scored: String,
     /// `, w` when the query has weights (aggregates taking `w` last).
     w: &'static str,
     has_w: bool,
@@ -391,12 +417,19 @@ impl Plan {
         } else {
             "p IS NOT NULL AND y IS NOT NULL AND NOT isnan(CAST(p AS DOUBLE))"
         };
+        let scored = if columns.w {
+            "p IS NOT NULL AND NOT isnan(CAST(p AS DOUBLE)) \
+             AND w IS NOT NULL AND NOT isnan(CAST(w AS DOUBLE))"
+        } else {
+            "p IS NOT NULL AND NOT isnan(CAST(p AS DOUBLE))"
+        };
         let input = format!("SELECT {} FROM source WHERE {usable}", select.join(", "));
         let prefix = format!("WITH source AS ({source}),\ninput AS ({input})\n");
         Plan {
             prefix,
             input,
             usable: usable.to_string(),
+            scored: scored.to_string(),
             w: if columns.w { ", w" } else { "" },
             has_w: columns.w,
             has_model: columns.model,
@@ -465,10 +498,32 @@ impl Plan {
 
     /// Rows before and after leaving out NULL/NaN ones (`source`, not `input`).
     fn count_sql(&self) -> String {
-        let usable = &self.usable;
+        let (usable, scored) = (&self.usable, &self.scored);
         format!(
             "SELECT count(*) AS rows, count(*) FILTER (WHERE NOT ({usable})) AS dropped, \
+             count(*) FILTER (WHERE y IS NULL AND {scored}) AS unlabelled, \
              CAST(date_trunc('second', now()) AS VARCHAR) AS generated_at FROM source"
+        )
+    }
+
+    /// Per model, the AUC its probabilities imply over every scored row, labelled or not
+    /// (`cbpe`, which reads no label): the headline's expected AUC beside the realised one.
+    fn expected_sql(&self) -> String {
+        let (model, group_by) = if self.has_model {
+            ("COALESCE(CAST(model AS VARCHAR), 'NULL')", " GROUP BY 1")
+        } else {
+            ("'all'", "")
+        };
+        let w = if self.has_w {
+            ", 0.5, CAST(w AS DOUBLE)"
+        } else {
+            ""
+        };
+        format!(
+            "SELECT {model} AS model, count(*) AS scored,\n  \
+             cbpe(CAST(p AS DOUBLE){w})['roc_auc'] AS expected_auc\n\
+             FROM source WHERE {}{group_by}",
+            self.scored
         )
     }
 
@@ -841,6 +896,8 @@ fn read_models(batches: &[RecordBatch], options: &ReportOptions) -> anyhow::Resu
                 .or_else(|| rows.field_f64("auc_ci", "auc", r)),
             auc_lower: rows.field_f64("auc_ci", "lower", r),
             auc_upper: rows.field_f64("auc_ci", "upper", r),
+            expected_auc: None,
+            scored_rows: None,
             spiegelhalter_z: rows.field_f64("spiegelhalter", "z", r),
             spiegelhalter_p: rows.field_f64("spiegelhalter", "p_value", r),
             intercept: rows.field_f64("slope", "intercept", r),

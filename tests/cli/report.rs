@@ -564,3 +564,63 @@ fn report_refuses_bad_input_before_writing() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn report_with_unlabelled_rows_sets_expected_auc_beside_the_realised_one() {
+    // Invariance of the plumbing (the report's numbers against the same functions queried
+    // apart); cbpe itself is checked against its reference in tests/slt/cbpe.slt.
+    let dir = TempDir::new().unwrap();
+    generated(dir.path());
+    let sql = "SELECT p_model AS p, CASE WHEN row_id % 4 = 0 THEN NULL ELSE click END AS y, \
+               CAST(1 + item_id % 3 AS DOUBLE) AS w, 'ctr' AS model FROM test \
+               UNION ALL SELECT sigmoid(score) AS p, click AS y, \
+               CAST(1 + item_id % 3 AS DOUBLE) AS w, 'ranker' AS model FROM test";
+    calibsql(dir.path())
+        .args([
+            "report",
+            "--table",
+            "test=data/test",
+            "-q",
+            "-o",
+            "r.html",
+            "--json",
+            "r.json",
+            "-c",
+            sql,
+        ])
+        .assert()
+        .success();
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let want = query(
+        dir.path(),
+        &format!(
+            "SELECT model, count(*) AS scored, count(y) AS labelled, \
+             cbpe(p, 0.5, w)['roc_auc'] AS expected_auc, \
+             auc(p, y, w) FILTER (WHERE y IS NOT NULL) AS auc, \
+             count(*) FILTER (WHERE y IS NULL) AS unlabelled \
+             FROM ({sql}) GROUP BY model ORDER BY model"
+        ),
+    );
+    let unlabelled: i64 = want.iter().map(|w| w["unlabelled"].as_i64().unwrap()).sum();
+    assert!(unlabelled > 0);
+    assert_eq!(json["rows_unlabelled"].as_i64(), Some(unlabelled));
+    let models = json["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2);
+    for (got, want) in models.iter().zip(&want) {
+        let name = want["model"].as_str().unwrap();
+        assert_eq!(got["scored_rows"], want["scored"], "{name}");
+        assert_eq!(got["rows"], want["labelled"], "{name}");
+        assert_same(&got["expected_auc"], &want["expected_auc"], name);
+        assert_same(&got["auc"], &want["auc"], name);
+    }
+    let notes = json["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("no label yet")),
+        "{notes:?}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(html.contains("AUC expected from p"));
+}
