@@ -60,6 +60,27 @@ fn query(dir: &Path, sql: &str) -> Vec<Value> {
         .clone()
 }
 
+/// The JSON of `calibsql report` over the test split with query `sql` (the page goes to
+/// `dir/r.html`).
+fn report_json(dir: &Path, sql: &str) -> Value {
+    calibsql(dir)
+        .args([
+            "report",
+            "--table",
+            "test=data/test",
+            "-q",
+            "-o",
+            "r.html",
+            "--json",
+            "r.json",
+            "-c",
+            sql,
+        ])
+        .assert()
+        .success();
+    serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap()
+}
+
 /// `got` equals `want` to summation order (both JSON numbers, or both null).
 fn assert_same(got: &Value, want: &Value, what: &str) {
     match (got.as_f64(), want.as_f64()) {
@@ -300,23 +321,7 @@ fn report_with_a_key_holds_intervals_and_the_paired_comparison() {
     let sql = "SELECT p_model AS p, click AS y, row_id AS key, 'ctr' AS model FROM test \
                UNION ALL SELECT sigmoid(score) AS p, click AS y, row_id AS key, 'ranker' AS model \
                FROM test";
-    calibsql(dir.path())
-        .args([
-            "report",
-            "--table",
-            "test=data/test",
-            "-q",
-            "-o",
-            "r.html",
-            "--json",
-            "r.json",
-            "-c",
-            sql,
-        ])
-        .assert()
-        .success();
-    let json: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let json = report_json(dir.path(), sql);
     let want = query(
         dir.path(),
         &format!(
@@ -575,23 +580,7 @@ fn report_with_unlabelled_rows_sets_expected_auc_beside_the_realised_one() {
                CAST(1 + item_id % 3 AS DOUBLE) AS w, 'ctr' AS model FROM test \
                UNION ALL SELECT sigmoid(score) AS p, click AS y, \
                CAST(1 + item_id % 3 AS DOUBLE) AS w, 'ranker' AS model FROM test";
-    calibsql(dir.path())
-        .args([
-            "report",
-            "--table",
-            "test=data/test",
-            "-q",
-            "-o",
-            "r.html",
-            "--json",
-            "r.json",
-            "-c",
-            sql,
-        ])
-        .assert()
-        .success();
-    let json: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let json = report_json(dir.path(), sql);
     let want = query(
         dir.path(),
         &format!(

@@ -145,8 +145,28 @@ pub(crate) fn labels_for<'a, K: Kernel + ?Sized>(
 /// from its call shape, lenient coercion (the real check is in `return_type`), and both
 /// accumulator faces built from `self.kernel(&args)`. The implementing struct provides
 /// `shape()`, a `signature` field and `kernel()`. With `returns T`, also `return_type`: the
-/// arguments checked against the shape, then always `T`.
+/// arguments checked against the shape, then always `T`. With `returns T, shape_for`, the
+/// shape is the one `self.shape_for(arg_types)` picks (a function with a multiclass form on a
+/// list), for the coercion and the check alike.
 macro_rules! kernel_udaf_common {
+    (returns $ret:expr, shape_for) => {
+        $crate::kernel::kernel_udaf_common!(@named);
+
+        fn coerce_types(
+            &self,
+            arg_types: &[arrow::datatypes::DataType],
+        ) -> datafusion_common::Result<Vec<arrow::datatypes::DataType>> {
+            self.shape_for(arg_types).coerce_lenient(arg_types)
+        }
+
+        fn return_type(
+            &self,
+            arg_types: &[arrow::datatypes::DataType],
+        ) -> datafusion_common::Result<arrow::datatypes::DataType> {
+            self.shape_for(arg_types).coerce(arg_types)?;
+            Ok($ret)
+        }
+    };
     (returns $ret:expr) => {
         $crate::kernel::kernel_udaf_common!();
 
@@ -159,19 +179,23 @@ macro_rules! kernel_udaf_common {
         }
     };
     () => {
-        fn name(&self) -> &str {
-            self.shape().name
-        }
-
-        fn signature(&self) -> &datafusion_expr::Signature {
-            &self.signature
-        }
+        $crate::kernel::kernel_udaf_common!(@named);
 
         fn coerce_types(
             &self,
             arg_types: &[arrow::datatypes::DataType],
         ) -> datafusion_common::Result<Vec<arrow::datatypes::DataType>> {
             self.shape().coerce_lenient(arg_types)
+        }
+    };
+    // Name and signature from the shape, and the accumulators.
+    (@named) => {
+        fn name(&self) -> &str {
+            self.shape().name
+        }
+
+        fn signature(&self) -> &datafusion_expr::Signature {
+            &self.signature
         }
 
         $crate::kernel::kernel_accumulators!();

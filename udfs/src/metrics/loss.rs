@@ -238,24 +238,7 @@ impl MeanLoss {
 kernel_aggregate!(MeanLoss, true);
 
 impl AggregateUDFImpl for MeanLoss {
-    fn name(&self) -> &str {
-        self.shape().name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.shape_for(arg_types).coerce_lenient(arg_types)
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.shape_for(arg_types).coerce(arg_types)?;
-        Ok(DataType::Float64)
-    }
-
-    crate::kernel::kernel_accumulators!();
+    crate::kernel::kernel_udaf_common!(returns DataType::Float64, shape_for);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let names: &[&str] = match self.kind {
