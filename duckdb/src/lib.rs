@@ -4,9 +4,9 @@
 //!
 //! The functions are calibsql's own: the same DataFusion implementations, accumulators and
 //! kernels the calibsql engine runs, driven from DuckDB's callbacks. This crate is only the
-//! DuckDB face: [`overload`] declares each function as DuckDB overloads, [`vectors`] moves
-//! data between DuckDB vectors and Arrow arrays, [`store`] keeps the aggregates' groups in
-//! the functions' kernels, [`aggregate`] and [`scalar`] are the callbacks, [`guard`] keeps
+//! DuckDB face: `overload` declares each function as DuckDB overloads, `vectors` moves
+//! data between DuckDB vectors and Arrow arrays, `store` keeps the aggregates' groups in
+//! the functions' kernels, `aggregate` and `scalar` are the callbacks, `guard` keeps
 //! every error and panic on this side of the boundary.
 //!
 //! DuckDB loads the file after checking its metadata footer (`append_metadata.py`): ABI

@@ -1,5 +1,5 @@
 //! The class-wise (one-vs-rest) form of a binary metric on a multiclass model: the mean over
-//! classes k of the binary metric of `(probs[k], label = k)`. [`PerClass`] makes it from the
+//! classes k of the binary metric of `(probs[k], label = k)`. `PerClass` makes it from the
 //! binary metric's kernel; `ece_classwise` (Kumar et al. 2019's marginal calibration error,
 //! p = 1) is `ece`'s, and `auc` on a list (`auc.rs`) is `auc`'s.
 //!
