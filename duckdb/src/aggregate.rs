@@ -11,9 +11,9 @@
 //! * `combine`: the sources' partial states merged into the targets. A source's state is
 //!   taken out of its kernel once (an aggregate that keeps rows moves them, as calibsql's
 //!   partial aggregation does) and kept beside it, since DuckDB may read a source again (a
-//!   window's segment tree combines one node into several frames). A target that saw no row
-//!   (DuckDB's combine targets) moves to a store of merged groups, so that a store of rows
-//!   is freed as soon as DuckDB destroys the groups it combined from.
+//!   window's segment tree combines one node into several frames). The targets that saw no
+//!   row (DuckDB's combine targets) move to a store of that call's own, freed when they are:
+//!   a window destroys its frames a batch at a time, and a kernel cannot free one group.
 //! * `finalize`: the groups' values; a group that saw no row gets the value of a call with
 //!   every constant at its default (NULL for most functions).
 //!
@@ -34,7 +34,7 @@ use libduckdb_sys as ffi;
 
 use crate::guard::{self, c_message, message};
 use crate::overload::{constant_of, Overload};
-use crate::store::{call_index, group_in, thread_store, GroupRef, Outcome, Role, NO_CALL};
+use crate::store::{call_index, group_in, thread_store, GroupRef, Outcome, Store, NO_CALL};
 use crate::vectors::{self, cast};
 
 unsafe fn overload<'a>(info: ffi::duckdb_function_info) -> &'a Overload {
@@ -63,7 +63,7 @@ unsafe extern "C" fn init(info: ffi::duckdb_function_info, state: ffi::duckdb_ag
     empty.write(state);
     guarded(info, || {
         GroupRef {
-            store: thread_store(overload(info), Role::Rows),
+            store: thread_store(overload(info)),
             ..empty
         }
         .write(state);
@@ -193,20 +193,21 @@ unsafe extern "C" fn combine(
             .map(|i| (*source.add(i), *target.add(i)))
             .filter(|&(s, t)| s != t && GroupRef::read(s).joined())
             .collect();
-        // A target that saw no row moves to this thread's store of merged groups.
+        // Targets that saw no row (DuckDB's combine targets: a GROUP BY's merged groups, a
+        // window's frames and segment-tree nodes) move to a store of this call's own, which
+        // is freed when they are: a kernel cannot free one group, and a window destroys its
+        // frames a batch at a time while its tree lives on.
+        let mut merged: Option<Arc<Store>> = None;
         for &(_, t) in &pairs {
             let mut r = GroupRef::read(t);
             if r.call == NO_CALL && !r.store.is_null() {
-                let merged = thread_store(ov, Role::Merged);
-                if merged != r.store {
-                    drop(Arc::from_raw(r.store));
-                    r.store = merged;
-                    r.write(t);
-                } else {
-                    drop(Arc::from_raw(merged));
-                }
+                let store = merged.get_or_insert_with(|| Arc::new(Store::default()));
+                drop(Arc::from_raw(r.store));
+                r.store = Arc::into_raw(Arc::clone(store));
+                r.write(t);
             }
         }
+        drop(merged);
         let key = |i: usize| {
             let (s, t) = (GroupRef::read(pairs[i].0), GroupRef::read(pairs[i].1));
             (s.store, s.call, t.store)

@@ -78,12 +78,7 @@ impl Call {
     /// Adds a chunk's rows (one array per argument, as DuckDB gave them), row `i` to group
     /// `groups[i]`.
     pub fn update(&mut self, columns: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        if !self.taken.is_empty() && groups.iter().any(|g| self.taken.contains_key(g)) {
-            return exec_err!(
-                "{}: internal error: rows for a group already combined into another",
-                self.call.name()
-            );
-        }
+        self.none_taken(groups, "rows")?;
         let values = self.call.coerce(columns)?;
         self.groups.update(&values, groups)
     }
@@ -91,7 +86,20 @@ impl Call {
     /// Adds partial states (as [`Call::take_states`] gives them), row `i` to group
     /// `groups[i]`.
     pub fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
+        self.none_taken(groups, "partial states")?;
         self.groups.merge(states, groups)
+    }
+
+    /// An error when one of `groups` was taken by a combine: its state is read from `taken`
+    /// from then on, so anything added to it in the kernel would be lost, silently.
+    fn none_taken(&self, groups: &[usize], what: &str) -> Result<()> {
+        if !self.taken.is_empty() && groups.iter().any(|g| self.taken.contains_key(g)) {
+            return exec_err!(
+                "{}: internal error: {what} for a group already combined into another",
+                self.call.name()
+            );
+        }
+        Ok(())
     }
 
     /// The call and its argument types, for another store to make the same call.
@@ -179,25 +187,16 @@ pub struct Store {
     calls: Mutex<Vec<Call>>,
 }
 
-/// Which of a thread's stores a group starts in.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Groups DuckDB gives rows to (`init`).
-    Rows,
-    /// Groups that received partial states before any row (combine targets).
-    Merged,
-}
-
 thread_local! {
-    /// This thread's stores, by overload (its extra info's address) and role; a store lives
-    /// as long as a group refers to it.
-    static STORES: RefCell<HashMap<(usize, Role), Weak<Store>>> = RefCell::new(HashMap::new());
+    /// This thread's stores, by overload (its extra info's address); a store lives as long
+    /// as a group refers to it.
+    static STORES: RefCell<HashMap<usize, Weak<Store>>> = RefCell::new(HashMap::new());
 }
 
-/// This thread's store for `ov` and `role` (a new one when the last is gone or poisoned), as
-/// a strong reference for a group to hold.
-pub fn thread_store(ov: &Overload, role: Role) -> *const Store {
-    let key = (ov as *const Overload as usize, role);
+/// This thread's store for `ov` (a new one when the last is gone or poisoned), as a strong
+/// reference for a group to hold.
+pub fn thread_store(ov: &Overload) -> *const Store {
+    let key = ov as *const Overload as usize;
     let store = STORES.with(|s| {
         let mut s = s.borrow_mut();
         match s.get(&key).and_then(Weak::upgrade) {

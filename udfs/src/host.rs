@@ -233,14 +233,6 @@ impl Groups {
         n
     }
 
-    pub fn len(&self) -> usize {
-        self.0.num_groups()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Adds rows: one coerced array per argument ([`AggregateCall::coerce`]), row `i` to
     /// group `groups[i]`.
     pub fn update(&mut self, values: &[ArrayRef], groups: &[usize]) -> Result<()> {
@@ -269,11 +261,6 @@ impl Groups {
     /// The values of the groups in `range` (the groups stay usable).
     pub fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
         self.0.evaluate(range)
-    }
-
-    /// Bytes held.
-    pub fn size(&self) -> usize {
-        self.0.size()
     }
 }
 
