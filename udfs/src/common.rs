@@ -132,6 +132,9 @@ pub(crate) mod args {
         "Predicted class probabilities, a list per row (any numeric list type), each in [0, 1] and \
 summing to 1 within 1e-6.",
     );
+    /// A multiclass model's logits, one list per row.
+    pub(crate) const LOGITS: Arg = Arg::num_list("logits")
+        .doc("The model's logits, a list per row (any numeric list type), each finite.");
     /// The observed class of a multiclass row.
     pub(crate) const LABEL: Arg = Arg::num("label")
         .doc("Observed class: an integer index into `probs`, from 0 to the list's length − 1.");
@@ -145,6 +148,18 @@ summing to 1 within 1e-6.",
     /// The exposure propensity (no default: leaving it out means no debiasing).
     pub(crate) const PROPENSITY: Arg = Arg::num("propensity")
         .doc("Optional exposure propensity in (0, 1]: fit the debiased IPS loss.");
+    /// A fit's exposure propensity: its default 1 is no debiasing (y / 1 = y), so that a
+    /// fit's weight can be given by name without a propensity.
+    pub(crate) const FIT_PROPENSITY: Arg = Arg::num("propensity").or("1.0").doc(
+        "Optional exposure propensity in (0, 1]: fit the debiased IPS loss. Default 1 (no debiasing).",
+    );
+    /// A fit's row weight: each row counts `w` times in the fit's loss (a negative kept at
+    /// rate r of a downsampled log gets w = 1/r).
+    pub(crate) const FIT_W: Arg = Arg::num("w").or("1.0").doc(
+        "Optional row weight, finite and >= 0: the row counts w times in the loss. Default 1. For a log whose \
+negatives were kept at rate r, `w => CASE WHEN y = 1 THEN 1 ELSE 1 / r END` fits the model of the full log \
+(docs/SEMANTICS.md#negative-downsampling).",
+    );
     /// The lower clip of the propensity.
     pub(crate) const CLIP: Arg = Arg::lit_num("clip")
         .or("0.1")

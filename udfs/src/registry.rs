@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, ScalarUDFImpl};
 
 use crate::common::{CallShape, Shaped};
-use crate::fit::{FieldFit, Fit, Method};
+use crate::fit::{FieldFit, Fit, FitOvr, Method};
 use crate::inference::bootstrap::{BootstrapEce, BootstrapKind};
 use crate::inference::calibration_slope::CalibrationSlope;
 use crate::inference::cbpe::Cbpe;
@@ -81,6 +81,7 @@ fn functions() -> Vec<Function> {
             with_states(Fit::new(m))
         }
     }));
+    functions.push(with_states(FitOvr::new()));
     functions.extend([
         scalar(CalibScalar::new(ScalarKind::Sigmoid)),
         scalar(CalibScalar::new(ScalarKind::Logit)),

@@ -43,7 +43,7 @@ impl Calibrator for Beta {
         CallShape {
             name: "fit_beta_calib",
             required: &[args::P, args::Y],
-            optional: &[args::PROPENSITY, args::CLIP],
+            optional: &[args::FIT_PROPENSITY, args::CLIP, args::FIT_W],
         }
     }
 

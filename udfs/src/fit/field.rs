@@ -49,7 +49,7 @@ impl FieldFit {
     }
 
     fn kernel(&self, args: &AccumulatorArgs) -> Result<FieldFitKernel> {
-        let (settings, _, _) = super::settings(&self.shape(), args)?;
+        let (settings, _) = super::settings(&self.shape(), args)?;
         Ok(FieldFitKernel {
             method: self.method,
             settings,

@@ -44,7 +44,7 @@ impl Calibrator for Gamma {
         CallShape {
             name: "fit_gamma_calib",
             required: &[args::SCORE, args::Y],
-            optional: &[args::PROPENSITY, args::CLIP],
+            optional: &[args::FIT_PROPENSITY, args::CLIP, args::FIT_W],
         }
     }
 

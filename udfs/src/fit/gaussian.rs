@@ -40,7 +40,7 @@ impl Calibrator for Gaussian {
         CallShape {
             name: "fit_gaussian_calib",
             required: &[args::SCORE, args::Y],
-            optional: &[args::PROPENSITY, args::CLIP],
+            optional: &[args::FIT_PROPENSITY, args::CLIP, args::FIT_W],
         }
     }
 

@@ -44,8 +44,10 @@ impl Calibrator for Isotonic {
             required: &[args::SCORE, args::Y],
             optional: const {
                 &[
-                    args::PROPENSITY.doc("Optional exposure propensity in (0, 1]: PAV on y/ω."),
+                    args::FIT_PROPENSITY
+                        .doc("Optional exposure propensity in (0, 1]: PAV on y/ω. Default 1 (no debiasing)."),
                     args::CLIP,
+                    args::FIT_W,
                 ]
             },
         }

@@ -11,7 +11,7 @@ use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
     check_p, check_propensity, check_y, f64_lists, f64s, for_each_row, list_array, list_parts,
-    usable_rows,
+    usable_rows, weight_at,
 };
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
@@ -31,6 +31,8 @@ pub(crate) struct FitKernel {
     pub(super) cap: usize,
     pub(super) settings: Settings,
     pub(super) prop_col: Option<usize>,
+    /// The row weight's column (`w`), for the fits that take one.
+    pub(super) w_col: Option<usize>,
     pub(super) clip: f64,
     pub(crate) groups: Vec<FitState>,
     pub(crate) bytes: usize,
@@ -135,6 +137,11 @@ impl FitKernel {
             return None;
         }
         let mut m = Model::new(self.method, st.rows, st.s_min, st.s_max);
+        if self.w_col.is_some() {
+            let mut weight = 0.0;
+            st.for_each_node_ascending(|_, n, _| weight += n);
+            m.weight = Some(weight);
+        }
         calibrator.fit(st, &self.settings, &mut m);
         Some(m)
     }
@@ -149,6 +156,7 @@ impl FitKernel {
             cap,
             settings,
             prop_col: None,
+            w_col: None,
             clip: 0.0,
             groups: vec![],
             bytes: 0,
@@ -287,11 +295,14 @@ impl FitKernel {
         let func = self.func();
         let s = f64s(&values[0]).values();
         let q = self.prop_col.map(|pc| &f64s(&values[pc]).values()[..]);
+        let w = self.w_col.map(|wc| &f64s(&values[wc]).values()[..]);
         let mut cols = vec![&values[0], &values[1]];
         cols.extend(self.prop_col.map(|pc| &values[pc]));
+        cols.extend(self.w_col.map(|wc| &values[wc]));
         let mask = usable_rows(&cols, filter);
-        // Labels as they are stored on the fast path.
+        // Labels as they are stored on the fast paths (rows of weight 1).
         if mask.is_none()
+            && w.is_none()
             && self.groups.len() == 1
             && with_labels!(&values[1], |y| self.update_whole(s, y, q)) == Some(true)
         {
@@ -299,6 +310,7 @@ impl FitKernel {
         }
         if mask.is_none()
             && q.is_none()
+            && w.is_none()
             && self.keeps_rows()
             && with_labels!(&values[1], |y| self.update_grouped(s, y, groups)) == Some(true)
         {
@@ -312,15 +324,18 @@ impl FitKernel {
         let score = method.calibrator().shape().required[0].name;
         let states = &mut self.groups;
         let bytes = &mut self.bytes;
-        let mut add = |g: usize, si: f64, t: f64| -> Result<()> {
+        // Row i of group g with score si and target t: a point of weight w_i and target
+        // sum w_i·t.
+        let mut add = |i: usize, g: usize, si: f64, t: f64| -> Result<()> {
             if method.takes_probability() {
                 check_p(func, "p", si)?;
             } else if !si.is_finite() {
                 return exec_err!("{func}: argument {score} must be finite, got {si}");
             }
+            let wi = weight_at(func, w, i)?;
             let st = &mut states[g];
             let before = st.len_bytes();
-            st.add_point(si, 1.0, t);
+            st.add_point(si, wi, wi * t);
             st.rows += 1;
             st.observe_range(si, si);
             *bytes = *bytes + st.len_bytes() - before;
@@ -328,11 +343,12 @@ impl FitKernel {
         };
         match q {
             None => for_each_row(s.len(), &mask, |i| {
-                add(groups[i], s[i], check_y(func, y[i])?)
+                add(i, groups[i], s[i], check_y(func, y[i])?)
             }),
             Some(q) => for_each_row(s.len(), &mask, |i| {
                 let yi = check_y(func, y[i])?;
                 add(
+                    i,
                     groups[i],
                     s[i],
                     ips_target(yi, check_propensity(func, q[i])?, clip),
@@ -459,6 +475,7 @@ impl Kernel for FitKernel {
             cap: self.cap,
             settings: self.settings,
             prop_col: self.prop_col,
+            w_col: self.w_col,
             clip: self.clip,
             groups: vec![],
             bytes: 0,

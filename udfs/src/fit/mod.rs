@@ -50,7 +50,8 @@ use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature, Volatility};
 
 use crate::common::{
-    documented, f64_list_type, list_type, literal, literal_checked, n_bins, CallShape,
+    args, documented, f64_list_type, list_type, literal, literal_checked, n_bins, weight_col,
+    CallShape,
 };
 use crate::kernel::{kernel_aggregate, kernel_udaf_common};
 use crate::metrics::binning::Strategy;
@@ -69,12 +70,15 @@ mod ilps;
 mod isotonic;
 mod kernel;
 mod nonparametric;
+mod ovr;
 mod parametric;
 mod platt;
+mod softmax;
 mod state;
 mod temperature;
 
 pub use field::FieldFit;
+pub use ovr::FitOvr;
 
 use calibrator::{Calibrator, Settings};
 use grid::{COARSE_BITS, FINE_BITS};
@@ -82,6 +86,7 @@ use grid::{COARSE_BITS, FINE_BITS};
 // (`crate::inference`) keep them in these too.
 pub(crate) use calibrator::Settings as FitSettings;
 pub(crate) use kernel::FitKernel;
+pub(crate) use softmax::softmax_at;
 pub(crate) use state::FitState;
 
 /// Distinct scores the parametric fits keep exactly per group before switching to the fixed
@@ -284,11 +289,16 @@ pub(crate) use fit_constructors;
 
 fit_constructors!(Fit);
 
-/// The settings of a call of `shape`'s function (see [`Settings`]), its propensity column and
-/// clip, read from its optional arguments by name; an argument left out takes the default its
-/// signature declares.
-fn settings(shape: &CallShape, args: &AccumulatorArgs) -> Result<(Settings, Option<usize>, f64)> {
-    let func = shape.name;
+/// What a fit's call says beyond [`Settings`]: its propensity and weight columns and the
+/// propensity's clip.
+struct Columns {
+    propensity: Option<usize>,
+    w: Option<usize>,
+    clip: f64,
+}
+
+/// The settings and columns of a call of `shape`'s function that gives no optional argument.
+fn default_settings(shape: &CallShape) -> (Settings, Columns) {
     let default = |name: &str| -> f64 {
         shape
             .optional
@@ -298,14 +308,27 @@ fn settings(shape: &CallShape, args: &AccumulatorArgs) -> Result<(Settings, Opti
             .and_then(|d| d.parse().ok())
             .unwrap_or(0.0)
     };
-    let mut settings = Settings {
+    let settings = Settings {
         count: default("n_bins").max(default("n_knots")) as usize,
         quantile: false,
         ips: false,
         lambda: default("lambda").max(default("l2")),
     };
-    let mut prop_col = None;
-    let mut clip = default("clip");
+    let columns = Columns {
+        propensity: None,
+        w: None,
+        clip: default("clip"),
+    };
+    (settings, columns)
+}
+
+/// The settings of a call of `shape`'s function (see [`Settings`]) and its [`Columns`], read
+/// from its optional arguments by name; an argument left out takes the default its signature
+/// declares (a propensity or weight that is the constant 1 is no column: no debiasing, no
+/// weight).
+fn settings(shape: &CallShape, args: &AccumulatorArgs) -> Result<(Settings, Columns)> {
+    let func = shape.name;
+    let (mut settings, mut columns) = default_settings(shape);
     for (j, a) in shape.optional.iter().enumerate() {
         let i = shape.required.len() + j;
         let Some(e) = args.exprs.get(i) else {
@@ -327,11 +350,13 @@ fn settings(shape: &CallShape, args: &AccumulatorArgs) -> Result<(Settings, Opti
                 };
             }
             "propensity" => {
-                prop_col = Some(i);
-                settings.ips = true;
+                columns.propensity = weight_col(args.exprs, i);
+                settings.ips = columns.propensity.is_some();
             }
+            "w" => columns.w = weight_col(args.exprs, i),
             "clip" => {
-                clip = literal_checked(func, "clip", e, "in [0, 1]", |x| (0.0..=1.0).contains(&x))?
+                columns.clip =
+                    literal_checked(func, "clip", e, "in [0, 1]", |x| (0.0..=1.0).contains(&x))?
             }
             name @ ("lambda" | "l2") => {
                 settings.lambda = literal_checked(func, name, e, "finite and >= 0", |x| {
@@ -341,7 +366,7 @@ fn settings(shape: &CallShape, args: &AccumulatorArgs) -> Result<(Settings, Opti
             _ => {}
         }
     }
-    Ok((settings, prop_col, clip))
+    Ok((settings, columns))
 }
 
 impl Fit {
@@ -349,28 +374,132 @@ impl Fit {
         self.method.calibrator().shape()
     }
 
-    fn kernel(&self, args: &AccumulatorArgs) -> Result<FitKernel> {
-        let (settings, prop_col, clip) = settings(&self.shape(), args)?;
-        Ok(FitKernel {
+    /// Whether a call with these argument types is `fit_temperature` on a list of logits.
+    fn on_list(&self, arg_types: &[DataType]) -> bool {
+        self.method == Method::Temperature
+            && arg_types.first().is_some_and(crate::multiclass::is_list)
+    }
+
+    /// The shape of a call with these argument types: `fit_temperature`'s on a list of
+    /// logits when it is one (the same optional arguments, so that `w => …` names the same
+    /// position).
+    fn shape_for(&self, arg_types: &[DataType]) -> CallShape {
+        if self.on_list(arg_types) {
+            CallShape {
+                required: &[args::LOGITS, args::LABEL],
+                ..self.shape()
+            }
+        } else {
+            self.shape()
+        }
+    }
+
+    fn kernel(&self, args: &AccumulatorArgs) -> Result<FitCall> {
+        let types: Vec<DataType> = args
+            .expr_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let (settings, columns) = settings(&self.shape(), args)?;
+        if self.on_list(&types) {
+            if columns.propensity.is_some() {
+                return plan_err!(
+                    "fit_temperature: argument propensity is not taken on a list of logits (IPS debiasing is binary)"
+                );
+            }
+            return Ok(FitCall::Softmax(softmax::SoftmaxKernel::new(columns.w)));
+        }
+        Ok(FitCall::Binary(FitKernel {
             method: self.method,
             cap: self.exact_cap.unwrap_or(self.method.exact_cap()),
             settings,
-            prop_col,
-            clip,
+            prop_col: columns.propensity,
+            w_col: columns.w,
+            clip: columns.clip,
             groups: vec![],
             bytes: 0,
             held: crate::values::spill::Held::new(self.method.function_name()),
+        }))
+    }
+}
+
+/// A fit's kernel for a call: on a score, or `fit_temperature` on a list of logits.
+#[derive(Debug)]
+enum FitCall {
+    Binary(FitKernel),
+    Softmax(softmax::SoftmaxKernel),
+}
+
+/// `$body` with `$k` bound to the kernel of either form.
+macro_rules! either {
+    ($self:expr, $k:ident => $body:expr) => {
+        match $self {
+            FitCall::Binary($k) => $body,
+            FitCall::Softmax($k) => $body,
+        }
+    };
+}
+
+impl crate::kernel::Kernel for FitCall {
+    fn empty(&self) -> Result<Self> {
+        Ok(match self {
+            FitCall::Binary(k) => FitCall::Binary(k.empty()?),
+            FitCall::Softmax(k) => FitCall::Softmax(k.empty()?),
         })
+    }
+    fn resize(&mut self, n: usize) {
+        either!(self, k => k.resize(n))
+    }
+    fn num_groups(&self) -> usize {
+        either!(self, k => k.num_groups())
+    }
+    fn update(
+        &mut self,
+        values: &[arrow::array::ArrayRef],
+        groups: &[usize],
+        filter: crate::kernel::Filter,
+    ) -> Result<()> {
+        either!(self, k => k.update(values, groups, filter))
+    }
+    fn merge(&mut self, states: &[arrow::array::ArrayRef], groups: &[usize]) -> Result<()> {
+        either!(self, k => k.merge(states, groups))
+    }
+    fn state(&self, range: std::ops::Range<usize>) -> Result<Vec<arrow::array::ArrayRef>> {
+        either!(self, k => k.state(range))
+    }
+    fn take_state(&mut self, range: std::ops::Range<usize>) -> Result<Vec<arrow::array::ArrayRef>> {
+        either!(self, k => k.take_state(range))
+    }
+    fn evaluate(&mut self, range: std::ops::Range<usize>) -> Result<arrow::array::ArrayRef> {
+        either!(self, k => k.evaluate(range))
+    }
+    fn drain(&mut self, n: usize) {
+        either!(self, k => k.drain(n))
+    }
+    fn size(&self) -> usize {
+        either!(self, k => k.size())
+    }
+    fn native_labels(&self) -> bool {
+        either!(self, k => k.native_labels())
     }
 }
 
 kernel_aggregate!(Fit, false, capped);
 
 impl AggregateUDFImpl for Fit {
-    kernel_udaf_common!(returns crate::model::model_type());
+    kernel_udaf_common!(returns crate::model::model_type(), shape_for);
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(fit_state_fields(args.name))
+        let types: Vec<DataType> = args
+            .input_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        Ok(if self.on_list(&types) {
+            softmax::softmax_state_fields(args.name)
+        } else {
+            fit_state_fields(args.name)
+        })
     }
 
     fn documentation(&self) -> Option<&Documentation> {

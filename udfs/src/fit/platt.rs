@@ -39,7 +39,7 @@ impl Calibrator for Platt {
         CallShape {
             name: "fit_platt",
             required: &[args::SCORE, args::Y],
-            optional: &[args::PROPENSITY, args::CLIP],
+            optional: &[args::FIT_PROPENSITY, args::CLIP, args::FIT_W],
         }
     }
 

@@ -41,7 +41,7 @@ impl Calibrator for Temperature {
         CallShape {
             name: "fit_temperature",
             required: &[args::LOGIT, args::Y],
-            optional: &[args::PROPENSITY, args::CLIP],
+            optional: &[args::FIT_PROPENSITY, args::CLIP, args::FIT_W],
         }
     }
 

@@ -95,24 +95,49 @@ pub(crate) fn per_class_fields(binary: Vec<FieldRef>) -> Vec<FieldRef> {
         .collect()
 }
 
-/// A binary kernel over each (group, class); the value is the mean of the classes' values,
-/// NULL when one is NULL.
+/// How a [`PerClass`] kernel's value is made from its classes' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Combine {
+    /// The mean of the classes' numbers, NULL when one is NULL (the class-wise metrics).
+    Mean,
+    /// The list of the classes' values, NULL for a group without a row (`fit_ovr`'s models).
+    List,
+}
+
+/// A binary kernel over each (group, class); the value combines the classes' values
+/// ([`Combine`]).
 #[derive(Debug)]
 pub(crate) struct PerClass<K> {
     func: &'static str,
     inner: K,
+    /// What the rows' lists hold.
+    values: multiclass::Values,
+    combine: Combine,
     /// K, once a row or a state has said it.
     classes: Option<usize>,
     groups: usize,
 }
 
 impl<K: Kernel> PerClass<K> {
+    /// The mean over the classes of a binary metric of `(probs[k], label = k)`.
     pub(crate) fn new(func: &'static str, inner: K) -> Self {
         Self {
             func,
             inner,
+            values: multiclass::Values::Probabilities,
+            combine: Combine::Mean,
             classes: None,
             groups: 0,
+        }
+    }
+
+    /// The list of the classes' values of a binary kernel over `(values[k], label = k)`, the
+    /// lists holding `values`.
+    pub(crate) fn listed(func: &'static str, inner: K, values: multiclass::Values) -> Self {
+        Self {
+            values,
+            combine: Combine::List,
+            ..Self::new(func, inner)
         }
     }
 
@@ -121,9 +146,10 @@ impl<K: Kernel> PerClass<K> {
     fn classes_are(&mut self, k: usize, what: &str) -> Result<usize> {
         match self.classes {
             Some(known) if known != k => exec_err!(
-                "{}: argument probs must hold the same number of classes on every row, got {what} of {k} after \
+                "{}: argument {} must hold the same number of classes on every row, got {what} of {k} after \
 {known}",
-                self.func
+                self.func,
+                self.values.arg()
             ),
             Some(known) => Ok(known),
             None => {
@@ -143,17 +169,24 @@ impl<K: Kernel> PerClass<K> {
         filter: Filter,
     ) -> Result<Option<(Vec<ArrayRef>, Vec<usize>)>> {
         let (mut p, mut y, mut rows, mut lists) = (vec![], vec![], vec![], vec![]);
-        multiclass::for_each_row(self.func, &values[0], &values[1], filter, |i, row| {
-            if let Some((probs, label)) = row {
-                lists.push(probs.len());
-                rows.push(i);
-                for (k, &v) in probs.iter().enumerate() {
-                    p.push(v);
-                    y.push(if k == label { 1.0 } else { 0.0 });
+        multiclass::for_each_row_of(
+            self.func,
+            self.values,
+            &values[0],
+            &values[1],
+            filter,
+            |i, row| {
+                if let Some((probs, label)) = row {
+                    lists.push(probs.len());
+                    rows.push(i);
+                    for (k, &v) in probs.iter().enumerate() {
+                        p.push(v);
+                        y.push(if k == label { 1.0 } else { 0.0 });
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         let Some(&first) = lists.first() else {
             return Ok(None);
         };
@@ -178,6 +211,35 @@ impl<K: Kernel> PerClass<K> {
         Ok(Some((out, virtual_groups)))
     }
 
+    /// [`Combine::List`]: each group's classes' values as a list, NULL for a group whose
+    /// classes all have none (no row).
+    fn evaluate_list(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        let n = range.len();
+        let k = self.classes.unwrap_or(0);
+        let per_class = if k == 0 {
+            self.inner.empty()?.evaluate(0..0)?
+        } else {
+            self.inner.evaluate(range.start * k..range.end * k)?
+        };
+        let valid: Vec<bool> = (0..n)
+            .map(|g| (g * k..(g + 1) * k).any(|c| per_class.is_valid(c)))
+            .collect();
+        let field = Arc::new(Field::new_list_field(per_class.data_type().clone(), true));
+        let lengths = valid.iter().map(|&v| if v { k } else { 0 });
+        // A NULL group's classes are left out of the values.
+        let keep: Vec<u32> = (0..n)
+            .filter(|&g| valid[g])
+            .flat_map(|g| (g * k) as u32..((g + 1) * k) as u32)
+            .collect();
+        let values = arrow::compute::take(&per_class, &UInt32Array::from(keep), None)?;
+        Ok(Arc::new(ListArray::try_new(
+            field,
+            OffsetBuffer::from_lengths(lengths),
+            values,
+            Some(arrow::buffer::NullBuffer::from(valid)),
+        )?))
+    }
+
     /// The inner kernel's arrays of a range of groups' classes, each as a list per group.
     fn per_group(&self, arrays: Vec<ArrayRef>, n: usize) -> Result<Vec<ArrayRef>> {
         let k = self.classes.unwrap_or(0);
@@ -197,6 +259,8 @@ impl<K: Kernel> Kernel for PerClass<K> {
         Ok(Self {
             func: self.func,
             inner: self.inner.empty()?,
+            values: self.values,
+            combine: self.combine,
             classes: None,
             groups: 0,
         })
@@ -279,6 +343,9 @@ impl<K: Kernel> Kernel for PerClass<K> {
     }
 
     fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
+        if self.combine == Combine::List {
+            return self.evaluate_list(range);
+        }
         let Some(k) = self.classes else {
             return Ok(Arc::new(Float64Array::new_null(range.len())));
         };

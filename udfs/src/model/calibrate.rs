@@ -13,10 +13,12 @@ use datafusion_expr::{
 use datafusion_macros::user_doc;
 
 use super::view::{FieldColumn, PreparedConfCalib};
+
+mod multiclass;
 use super::{apply, apply_field, model_fields, model_type, ModelRef};
 
 /// The model argument must be a struct whose fields calibrate reads have the model's types.
-fn check_model_type(t: &DataType) -> Result<()> {
+pub(super) fn check_model_type(t: &DataType) -> Result<()> {
     let DataType::Struct(fields) = t else {
         return plan_err!(
             "calibrate: argument model must be a model struct (the result of a fit_* aggregate), got type {t}"
@@ -46,7 +48,7 @@ fn check_model_type(t: &DataType) -> Result<()> {
 /// cast to before calibrate reads it, its fields' types made the model's. `None` when there is
 /// nothing to cast, or when a field differs by more than its encoding ([`check_model_type`]
 /// refuses that model when the call is planned).
-fn stored_model_type(t: &DataType) -> Option<DataType> {
+pub(super) fn stored_model_type(t: &DataType) -> Option<DataType> {
     let DataType::Struct(fields) = t else {
         return None;
     };
@@ -177,6 +179,15 @@ impl ScalarUDFImpl for Calibrate {
                 arg_types.len()
             );
         }
+        if crate::multiclass::is_list(&arg_types[0]) {
+            return multiclass::return_type(arg_types);
+        }
+        if let DataType::List(_) = &arg_types[1] {
+            return plan_err!(
+                "calibrate: a list of models (one a class, from fit_ovr) takes a list of scores, got a score of type {}",
+                arg_types[0]
+            );
+        }
         if !(arg_types[0].is_numeric() || arg_types[0].is_null()) {
             return plan_err!(
                 "calibrate: argument score must be numeric, got type {}",
@@ -201,6 +212,9 @@ impl ScalarUDFImpl for Calibrate {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if crate::multiclass::is_list(&args.args[0].data_type()) {
+            return multiclass::invoke(&args);
+        }
         let all_scalar = args
             .args
             .iter()

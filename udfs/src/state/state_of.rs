@@ -11,7 +11,9 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 
 use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 
-use super::{describe, example_args, plain_state_fields, section, state_type, STATE_FORMAT};
+use super::{
+    canonical_types, describe, example_args, plain_state_fields, section, state_type, STATE_FORMAT,
+};
 /// `F_state`: `F` whose value is its partial state.
 #[derive(Debug)]
 pub(super) struct StateOf {
@@ -112,6 +114,25 @@ impl AggregateUDFImpl for StateOf {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         // F's own check of the call (its shape, or the one its argument types pick).
         self.inner.return_type(arg_types)?;
+        // A call whose state is not the stored one (`fit_temperature` on a list of logits,
+        // which keeps its rows) has no stored state.
+        let canonical = plain_state_fields(
+            self.inner.as_ref(),
+            &canonical_types(&self.inner.call_shape()),
+        )?;
+        let coerced = self.inner.coerce_types(arg_types)?;
+        if plain_state_fields(self.inner.as_ref(), &coerced)? != canonical {
+            return plan_err!(
+                "{}: {} on arguments of types ({}) keeps no storable state",
+                self.name,
+                self.inner.name(),
+                arg_types
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         state_type(self.inner.as_ref())
     }
     crate::kernel::kernel_accumulators!();
