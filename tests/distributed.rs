@@ -75,7 +75,8 @@ const QUERIES: &[&str] = &[
     // as stored states.
     "SELECT ece_top_label(probs, c) AS a, mce_top_label(probs, c, 10, 'quantile', w) AS b,
             reliability_top_label(probs, c, 8, 'torchmetrics') AS d,
-            ece_classwise(probs, c, 10, 'quantile', w) AS e, auc(probs, c) AS f, auc(probs, c, w) AS g
+            ece_classwise(probs, c, 10, 'quantile', w) AS e, auc(probs, c) AS f, auc(probs, c, w) AS g,
+            fit_ovr(probs, c, 'isotonic', w) AS h, fit_temperature(probs, c) AS i
      FROM (SELECT make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c, w FROM t)",
     "SELECT kind, ece_top_label(probs, c, 10, 'kumar') AS a FROM
        (SELECT kind, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)

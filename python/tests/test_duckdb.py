@@ -69,6 +69,7 @@ AGGREGATES = {
     "reliability_top_label": "reliability_top_label([p_model, 1 - p_model], 1 - click, 5)",
     "ece_classwise": "ece_classwise([p_model, 1 - p_model], 1 - click, 10)",
     "cbpe": "cbpe(p_model, 0.3)",
+    "fit_ovr": "fit_ovr([p_model, 1 - p_model], 1 - click, 'isotonic')",
 }
 
 # Row by row, over every 97th row.

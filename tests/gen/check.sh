@@ -28,6 +28,7 @@ generators=(
   "tests/slt/gen/binned.py|tests/slt/binned.slt"
   "tests/slt/gen/multiclass_loss.py|tests/slt/multiclass_loss.slt (scikit-learn's multiclass log_loss and brier_score_loss)"
   "tests/slt/gen/cbpe.py|tests/slt/cbpe.slt (NannyML's CBPE formulas; scikit-learn's weighted roc_auc_score)"
+  "tests/slt/gen/multiclass_fits.py|tests/slt/multiclass_fits.slt (scikit-learn's CalibratedClassifierCV temperature / isotonic, statsmodels' GLM)"
   "tests/slt/gen/top_label.py|tests/slt/top_label.slt (torchmetrics' multiclass_calibration_error, uncertainty-calibration's get_ece)"
   "tests/slt/gen/smooth.py|tests/slt/smooth.slt"
   "tests/slt/gen/strategies.py|tests/slt/strategies.slt"

@@ -34,6 +34,9 @@ enum First {
     /// A multiclass row's probabilities, called as `make_array(p, 1 - p)`, so that a bad p is
     /// the list's first value and the message names it; the label is `y` as a class index.
     Probs,
+    /// A multiclass row's scores (`fit_ovr`), called as `make_array(p, 1 - p)`: any finite
+    /// number; the label is `y` as a class index.
+    Scores,
 }
 
 /// How to call one aggregate.
@@ -212,43 +215,56 @@ const AGGREGATES: &[Row] = &[
         "fit_platt",
         "score",
         S,
-        &["p, y", "p, y, q", "p, y, q, 0.2"],
+        &["p, y", "p, y, q", "p, y, q, 0.2", "p, y, w => w"],
         &["p, y", "p, y, q"],
     ),
     row(
         "fit_temperature",
         "logit",
         S,
-        &["p, y", "p, y, q"],
+        &["p, y", "p, y, q", "p, y, w => w"],
         &["p, y", "p, y, q"],
     ),
     row(
         "fit_beta_calib",
         "p",
         P,
-        &["p, y", "p, y, q"],
+        &["p, y", "p, y, q", "p, y, w => w"],
         &["p, y", "p, y, q"],
     ),
     row(
         "fit_gaussian_calib",
         "score",
         S,
-        &["p, y", "p, y, q"],
+        &["p, y", "p, y, q", "p, y, w => w"],
         &["p, y", "p, y, q"],
     ),
     row(
         "fit_gamma_calib",
         "score",
         S,
-        &["p, y", "p, y, q"],
+        &["p, y", "p, y, q", "p, y, w => w"],
         &["p, y", "p, y, q"],
     ),
     row(
         "fit_isotonic",
         "score",
         S,
+        &["p, y", "p, y, q", "p, y, w => w"],
         &["p, y", "p, y, q"],
-        &["p, y", "p, y, q"],
+    ),
+    row(
+        "fit_ovr",
+        "scores",
+        First::Scores,
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 'isotonic', w",
+        ],
+        &[
+            "make_array(p, 1 - p), y",
+            "make_array(p, 1 - p), y, 'platt', w",
+        ],
     ),
     row(
         "fit_histogram",
@@ -288,7 +304,13 @@ const AGGREGATES: &[Row] = &[
     ),
     row("auc_interval", "p", P, &["p, y", "p, y, 0.9"], &[]),
     row("auc_test", "p_a", P, &["p, p, y", "p, 1 - p, y"], &[]),
-    row("cbpe", "p", P, &["p", "p, 0.3, w", "p, w => w"], &[]),
+    row(
+        "cbpe",
+        "p",
+        P,
+        &["p", "p, 0.3, w", "p, w => w"],
+        &["p", "p, 0.3, w"],
+    ),
     row(
         "fit_field_calib",
         "logit",
@@ -528,14 +550,14 @@ fn expected(row: &Row, args: &str, kind: Bad) -> Option<Outcome> {
     match kind {
         Bad::FirstNaN | Bad::FirstInf | Bad::FirstNegInf => match row.role {
             First::Probability | First::Probs => error(row.first, "in [0, 1]"),
-            First::Score => error(row.first, "finite"),
+            First::Score | First::Scores => error(row.first, "finite"),
         },
         Bad::FirstAboveOne | Bad::FirstNegative => match row.role {
             First::Probability | First::Probs => error(row.first, "in [0, 1]"),
-            First::Score => Some(Outcome::Value),
+            First::Score | First::Scores => Some(Outcome::Value),
         },
         Bad::Label2 => match row.role {
-            First::Probs => error("label", "a class index from 0 to 1"),
+            First::Probs | First::Scores => error("label", "a class index from 0 to 1"),
             // A function without a label (`cbpe`) does not read it.
             _ if !uses(args, "y") => Some(Outcome::Value),
             _ => error("y", "0 or 1"),

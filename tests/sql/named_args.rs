@@ -41,7 +41,7 @@ fn column(param: &str) -> Option<&'static str> {
     Some(match param {
         "p" | "p_hat" | "p_a" | "p_b" => "p",
         "y" | "label" => "y",
-        "probs" => "make_array(1 - p, p)",
+        "probs" | "scores" => "make_array(1 - p, p)",
         "w" => "w",
         "field" | "key" => "f",
         "propensity" => "q",
@@ -275,11 +275,11 @@ async fn named_arguments_skip_to_the_one_given() {
 #[tokio::test]
 async fn a_data_argument_cannot_be_skipped() {
     let ctx = context().await;
-    let err = run(&ctx, "SELECT fit_platt(s, y, clip => 0.2) FROM t")
+    let err = run(&ctx, "SELECT fit_ilps(s, y, clip => 0.2) FROM t")
         .await
         .unwrap_err();
     assert!(
-        err.contains("fit_platt: argument propensity must be given when clip is"),
+        err.contains("fit_ilps: argument propensity must be given when clip is"),
         "{err}"
     );
     let err = run(&ctx, "SELECT ece(p, y, bins => 3) FROM t")

@@ -285,5 +285,6 @@ slt_files!(
     intervals,
     top_label,
     cbpe,
-    multiclass_loss
+    multiclass_loss,
+    multiclass_fits
 );

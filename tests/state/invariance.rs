@@ -24,7 +24,8 @@ const QUERY: &str = "SELECT g,
     auc_interval(p, y)['lower'] AS ai_lo, auc_test(p, q, y)['z'] AS at_z,
     cbpe(p)['roc_auc'] AS cb_auc, cbpe(p, 0.3)['f1'] AS cb_f1,
     ece_classwise(make_array(p / 2, p / 2, 1 - p), y, 10, 'quantile', w) AS ecw,
-    auc(make_array(p / 2, p / 2, 1 - p), y) AS auc_ovr
+    auc(make_array(p / 2, p / 2, 1 - p), y) AS auc_ovr,
+    array_max(fit_ovr(make_array(p, 1 - p, 0.5), y, 'isotonic')[1]['knots_y']) AS ovr
   FROM t GROUP BY g ORDER BY g";
 
 const QUERY_ALL: &str = "SELECT
@@ -40,7 +41,8 @@ const QUERY_ALL: &str = "SELECT
     auc_interval(p, y, 0.9)['upper'] AS ai_hi, auc_test(p, q, y)['se'] AS at_se,
     cbpe(p, 0.5, w)['roc_auc'] AS cb_auc, cbpe(p, 0.5, w)['precision'] AS cb_prec,
     ece_classwise(make_array(p / 2, p / 2, 1 - p), y) AS ecw,
-    auc(make_array(p / 2, p / 2, 1 - p), y, w) AS auc_ovr
+    auc(make_array(p / 2, p / 2, 1 - p), y, w) AS auc_ovr,
+    array_min(fit_ovr(make_array(p, 1 - p, 0.5), y, 'isotonic', w)[2]['knots_y']) AS ovr
   FROM t";
 
 async fn write_table(dir: &std::path::Path) {

@@ -427,6 +427,8 @@ const EVERY_CALL: &[&str] = &[
     "reliability_top_label(make_array(p / 2, p / 2, 1 - p), y, 10, 'kumar')",
     "ece_classwise(make_array(p / 2, p / 2, 1 - p), y, 10, 'quantile')",
     "auc(make_array(p / 2, p / 2, 1 - p), y)",
+    "fit_ovr(make_array(p / 2, p / 2, 1 - p), y, 'isotonic')",
+    "fit_temperature(make_array(p, 1 - p), y)",
     "normalized_entropy(p, y)",
     "reliability(p, y)",
     "rmsce(p, y)",

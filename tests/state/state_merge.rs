@@ -117,6 +117,13 @@ const CASES: &[(&str, &str)] = &[
         "ece_classwise",
         "make_array(p / 2, p / 2, 1 - p), y, 10, 'uniform', w",
     ),
+    (
+        "fit_ovr",
+        "make_array(p / 2, p / 2, 1 - p), y, 'isotonic', w",
+    ),
+    ("cbpe", "p"),
+    ("cbpe", "p, 0.3, w"),
+    ("fit_ovr", "make_array(s, -s, 0.5 * s), y"),
     ("logloss", "make_array(p / 2, p / 2, 1 - p), y"),
     ("brier", "make_array(p / 2, p / 2, 1 - p), y, w"),
     (

@@ -178,6 +178,8 @@ fn calls(schema: &SchemaRef) -> Vec<UdafCall> {
     add("logloss", vec![c("probs"), c("y")]);
     add("logloss", vec![c("probs"), c("y"), lit(1e-6), c("w")]);
     add("brier", vec![c("probs"), c("y"), c("w")]);
+    add("fit_ovr", vec![c("probs"), c("y")]);
+    add("fit_ovr", vec![c("probs"), c("y"), lit("isotonic"), c("w")]);
     for name in [
         "ece_top_label",
         "mce_top_label",

@@ -118,7 +118,7 @@ pub(crate) fn for_each_row_of(
                 );
             }
         } else if let Some(v) = row.iter().find(|v| !v.is_finite()) {
-            return exec_err!("{func}: argument {arg} must hold finite values, got {v}");
+            return exec_err!("{func}: argument {arg} must be finite, got {v}");
         }
         let y = label.value(i);
         if !(y >= 0.0 && y < k as f64 && y.fract() == 0.0) {

@@ -71,7 +71,7 @@ fn functions() -> Vec<Function> {
         with_states(BootstrapEce::new(BootstrapKind::EceDiff)),
         aggregate(AucInterval::new()),
         aggregate(AucTest::new()),
-        aggregate(Cbpe::new()),
+        with_states(Cbpe::new()),
     ];
     // The calibrators' `fit_*`, listed in `calibrators!` (fit/mod.rs).
     functions.extend(Method::fitted().map(|m| {

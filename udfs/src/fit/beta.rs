@@ -22,7 +22,7 @@ model; a baseline of Kweon et al.), by minimising the mean log loss — or, with
 with ω = max(propensity, clip). p is clipped to [ε, 1−ε] (ε = 2.2e-16) before the logarithms, as betacal does. \
 Unlike betacal, which refits without a feature whose coefficient comes out negative, the constraints are solved \
 exactly, so the loss is never higher than betacal's.",
-    syntax_example = "fit_beta_calib(p, y [, propensity [, clip]])",
+    syntax_example = "fit_beta_calib(p, y [, propensity [, clip [, w]]])",
     sql_example = r#"```sql
 > SELECT m['method'] AS method, m['a'] >= 0 AND m['b'] >= 0 AS monotone
   FROM (SELECT fit_beta_calib(p, y) AS m FROM (VALUES (0.1, 0), (0.2, 0), (0.3, 1), (0.6, 0), (0.7, 1), (0.9, 1)) AS t(p, y));

@@ -23,7 +23,7 @@ const GAMMA_SHIFT_FRACTION: f64 = 1e-3;
 the monotonicity constraints `a/s' + b >= 0` at both ends of the fitted range. `shift` lies 0.1% of the score \
 range below the smallest score (1 below it when all scores are equal) and is stored in the model. `calibrate` \
 clamps scores into [s_min, s_max].",
-    syntax_example = "fit_gamma_calib(score, y [, propensity [, clip]])",
+    syntax_example = "fit_gamma_calib(score, y [, propensity [, clip [, w]]])",
     sql_example = r#"```sql
 > SELECT m['method'] AS method, m['shift'] AS shift
   FROM (SELECT fit_gamma_calib(s, y) AS m FROM (VALUES (0.0, 0), (1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1), (3.0, 1), (3.0, 0), (4.0, 1)) AS t(s, y));

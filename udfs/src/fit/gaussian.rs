@@ -19,7 +19,7 @@ use super::state::FitState;
     description = "Fits Gaussian calibration `σ(a·s² + b·s + c)` (Kweon et al. eq. 10) under the monotonicity \
 constraints `2a·s + b >= 0` at the smallest and largest fitted score, by minimising the mean log loss (or the IPS \
 log loss with `propensity`). `calibrate` clamps scores into [s_min, s_max].",
-    syntax_example = "fit_gaussian_calib(score, y [, propensity [, clip]])",
+    syntax_example = "fit_gaussian_calib(score, y [, propensity [, clip [, w]]])",
     sql_example = r#"```sql
 > SELECT m['method'] AS method, m['s_min'] AS s_min, m['s_max'] AS s_max
   FROM (SELECT fit_gaussian_calib(s, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (0.0, 0), (0.0, 1), (1.0, 1), (1.0, 0), (2.0, 1)) AS t(s, y));

@@ -21,7 +21,7 @@ use super::NONPARAMETRIC_EXACT_CAP;
 `IsotonicRegression(out_of_bounds='clip')`. With `propensity`, PAV runs on the IPS pseudo-labels y/ω and the fitted \
 values are clipped to [0, 1]. Exact up to `calibsql.fit_exact_cap` distinct scores per group (a session setting, \
 default 10,000,000; docs/SEMANTICS.md says what happens past it).",
-    syntax_example = "fit_isotonic(score, y [, propensity [, clip]])",
+    syntax_example = "fit_isotonic(score, y [, propensity [, clip [, w]]])",
     sql_example = r#"```sql
 > SELECT m['knots_x'] AS x, m['knots_y'] AS y
   FROM (SELECT fit_isotonic(s, y) AS m FROM (VALUES (1.0, 0), (2.0, 1), (3.0, 0), (4.0, 1)) AS t(s, y));

@@ -33,6 +33,8 @@ pub(crate) struct FitKernel {
     pub(super) prop_col: Option<usize>,
     /// The row weight's column (`w`), for the fits that take one.
     pub(super) w_col: Option<usize>,
+    /// The function named in errors when it is not the method's own fit (`fit_ovr`).
+    pub(super) reported_as: Option<&'static str>,
     pub(super) clip: f64,
     pub(crate) groups: Vec<FitState>,
     pub(crate) bytes: usize,
@@ -47,7 +49,8 @@ const FAST_RESERVE_ROWS: usize = 4096;
 
 impl FitKernel {
     pub(super) fn func(&self) -> &'static str {
-        self.method.function_name()
+        self.reported_as
+            .unwrap_or_else(|| self.method.function_name())
     }
 
     /// The range of a batch's scores when every score and label passes the fit's checks in
@@ -140,6 +143,10 @@ impl FitKernel {
         if self.w_col.is_some() {
             let mut weight = 0.0;
             st.for_each_node_ascending(|_, n, _| weight += n);
+            // Rows of weight 0 say nothing: no model, as no row.
+            if weight <= 0.0 {
+                return None;
+            }
             m.weight = Some(weight);
         }
         calibrator.fit(st, &self.settings, &mut m);
@@ -157,6 +164,7 @@ impl FitKernel {
             settings,
             prop_col: None,
             w_col: None,
+            reported_as: None,
             clip: 0.0,
             groups: vec![],
             bytes: 0,
@@ -476,6 +484,7 @@ impl Kernel for FitKernel {
             settings: self.settings,
             prop_col: self.prop_col,
             w_col: self.w_col,
+            reported_as: self.reported_as,
             clip: self.clip,
             groups: vec![],
             bytes: 0,

@@ -415,6 +415,7 @@ impl Fit {
             settings,
             prop_col: columns.propensity,
             w_col: columns.w,
+            reported_as: None,
             clip: columns.clip,
             groups: vec![],
             bytes: 0,

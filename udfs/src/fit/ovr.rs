@@ -6,6 +6,7 @@
 //! It is the fit's own kernel (`FitKernel`) behind `PerClass` (`crate::metrics::classwise`):
 //! group g's class k is the kernel's group g · K + k, so each class keeps the state, and gives
 //! the model, that the binary fit gives, and partial states merge as the binary fit's do.
+//! Errors name `fit_ovr` and the class's argument as the binary fit names it (`p`, `w`).
 
 use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion_common::{plan_err, Result, ScalarValue};
@@ -94,8 +95,9 @@ impl FitOvr {
             None => Method::Platt,
         };
         let shape = method.calibrator().shape();
-        // The binary kernel's columns: the class's score, its 0/1 label, then the weight.
-        let w_col = weight_col(args.exprs, 3).map(|_| 2);
+        // The binary kernel's columns: the class's score, its 0/1 label, then fit_ovr's own
+        // (the method, the weight) repeated.
+        let w_col = weight_col(args.exprs, 3);
         if w_col.is_some() && !shape.optional.iter().any(|a| a.name() == "w") {
             return plan_err!(
                 "fit_ovr: argument w is not taken by method '{}' ({} takes no weight)",
@@ -107,6 +109,7 @@ impl FitOvr {
         settings.quantile = method == Method::HistogramQuantile;
         let mut inner = FitKernel::for_field(method, method.exact_cap(), settings);
         inner.w_col = w_col;
+        inner.reported_as = Some(SHAPE.name);
         Ok(PerClass::listed(
             SHAPE.name,
             inner,

@@ -18,7 +18,7 @@ use super::state::FitState;
     description = "Fits Platt scaling `σ(b·s + c)` (Kweon et al. eq. 7) with b >= 0, by minimising the mean log loss \
 — or, with `propensity`, the mean IPS log loss (UERM) with ω = max(propensity, clip). Returns a model struct for \
 `calibrate(score, model)`.",
-    syntax_example = "fit_platt(score, y [, propensity [, clip]])",
+    syntax_example = "fit_platt(score, y [, propensity [, clip [, w]]])",
     sql_example = r#"```sql
 > SELECT m['method'] AS method, m['converged'] AS converged, round(calibrate(0, m), 6) AS p0
   FROM (SELECT fit_platt(s, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (0.0, 0), (0.0, 1), (1.0, 1), (1.0, 0), (2.0, 1)) AS t(s, y));

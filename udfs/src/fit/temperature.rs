@@ -18,9 +18,13 @@ use datafusion_common::exec_err;
     doc_section(label = "Calibrators"),
     description = "Fits temperature scaling `σ(logit / T)`, T > 0 (Guo et al. 2017; a baseline of Kweon et al. and Zhao \
 et al.), by minimising the mean log loss — or, with `propensity`, the mean IPS log loss (UERM) with ω = \
-max(propensity, clip). The model keeps T in field `a`. When the logits are not positively associated with the \
-label the optimum lies at T = +∞ (every probability 0.5): the model then has `a` = +inf.",
-    syntax_example = "fit_temperature(logit, y [, propensity [, clip]])",
+max(propensity, clip); weighted by `w`. The model keeps T in field `a`. When the logits are not positively \
+associated with the label the optimum lies at T = +∞ (every probability 0.5): the model then has `a` = +inf. \
+On a multiclass model's list of logits, `fit_temperature(logits, label [, w => w])` fits one T by the weighted \
+multinomial log loss (scikit-learn's `CalibratedClassifierCV(method='temperature')`), and \
+`calibrate(logits, model)` returns `softmax(logits / T)`; it keeps every row (8·(K + 2) bytes), so it has no \
+stored state, and takes no propensity.",
+    syntax_example = "fit_temperature(logit, y [, propensity [, clip [, w]]])",
     sql_example = r#"```sql
 > SELECT m['method'] AS method, round(m['a'], 4) AS temperature
   FROM (SELECT fit_temperature(l, y) AS m FROM (VALUES (-2.0, 0), (-1.0, 0), (-1.0, 1), (1.0, 0), (1.0, 1), (2.0, 1)) AS t(l, y));

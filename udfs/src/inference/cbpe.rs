@@ -13,9 +13,10 @@
 //! The AUC needs every row in order, so `cbpe` keeps `auc`'s state (`crate::metrics::auc`:
 //! the rows, 8 bytes each, or a count per distinct score once they repeat, as calibrated
 //! probabilities from a step calibrator do) with every row on the negatives' side, and
-//! sweeps the distinct scores once at the end. Like `auc` it has no `_state` / `_merge`
-//! twins (a stored state would be the rows themselves); its partial states merge across
-//! partitions and executors as `auc`'s do.
+//! sweeps the distinct scores once at the end. Its partial states merge across partitions
+//! and executors as `auc`'s do; its `_state` / `_merge` twins store that state (the rows, or
+//! the counts per distinct score), so a day's state is as large as the day's distinct
+//! probabilities allow.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -31,6 +32,7 @@ use super::rows::{rows_udaf, RowsStructKernel};
 use crate::common::{args, literal_checked, weight_col, Arg, CallShape};
 use crate::kernel::{signature_from_shape, Filter, Kernel};
 use crate::metrics::auc::AucKernel;
+use crate::values::spill::ReadBehind;
 use crate::values::{for_each_score, Rows, Tally};
 
 const SHAPE: CallShape = CallShape {
@@ -77,7 +79,7 @@ impl Cbpe {
     }
 }
 
-crate::kernel::kernel_source!(Cbpe);
+crate::kernel::kernel_aggregate!(Cbpe, false);
 
 rows_udaf!(
     Cbpe,
@@ -91,33 +93,85 @@ rows_udaf!(
 /// None where its denominator is 0 (the AUC with no expected positive or no expected
 /// negative, precision with no row predicted positive, recall with no expected positive).
 fn expected(rows: &mut Rows, tally: &[Tally; 2], threshold: f64) -> Option<[Option<f64>; 5]> {
-    let (mut neg_below, mut pairs, mut pos_total, mut total) = (0.0, 0.0, 0.0, 0.0);
-    let (mut tp, mut fp, mut tn) = (0.0, 0.0, 0.0);
-    for_each_score(rows, tally, |p, w, _| {
-        let (pos, neg) = (w * p, w * (1.0 - p));
-        pairs += pos * (neg_below + 0.5 * neg);
-        neg_below += neg;
-        pos_total += pos;
-        total += w;
-        if p >= threshold {
-            tp += pos;
-            fp += neg;
-        } else {
-            tn += neg;
+    let mut sums = Sums::default();
+    // One sorted part and no tally (a group read in one partition, its scores distinct
+    // enough never to be counted): a loop of its own over the slice, the form `auc` reads
+    // its rows in; otherwise the generic sweep over the parts and tallies.
+    if !rows.weighted() && tally.iter().all(|t| t.len() == 0) {
+        let [negs, poss] = rows.sorted_parts();
+        if let ([part], []) = (&negs[..], &poss[..]) {
+            let part: &[f64] = part;
+            let mut behind = ReadBehind::new(part);
+            let mut i = 0;
+            while i < part.len() {
+                let v = part[i];
+                let start = i;
+                while i < part.len() && part[i] == v {
+                    i += 1;
+                }
+                sums.add(v, (i - start) as f64, threshold);
+                behind.advance(part, i);
+            }
+            return sums.finish();
         }
-    });
-    if total <= 0.0 {
-        return None;
     }
-    let fn_ = pos_total - tp;
-    let ratio = |num: f64, den: f64| (den > 0.0).then(|| num / den);
-    Some([
-        ratio(pairs, pos_total * neg_below),
-        ratio(tp + tn, total),
-        ratio(tp, tp + fp),
-        ratio(tp, pos_total),
-        ratio(2.0 * tp, 2.0 * tp + fp + fn_),
-    ])
+    for_each_score(rows, tally, |p, w, _| sums.add(p, w, threshold));
+    sums.finish()
+}
+
+/// The sums `cbpe` reads off its rows in ascending p: the expected Mann–Whitney count, the
+/// expected confusion cells and the totals.
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    neg_below: f64,
+    pairs: f64,
+    pos_total: f64,
+    total: f64,
+    tp: f64,
+    fp: f64,
+    tn: f64,
+}
+
+impl Sums {
+    /// Adds weight `w` of rows with probability `p` (the largest so far).
+    #[inline(always)]
+    fn add(&mut self, p: f64, w: f64, threshold: f64) {
+        let (pos, neg) = (w * p, w * (1.0 - p));
+        self.pairs += pos * (self.neg_below + 0.5 * neg);
+        self.neg_below += neg;
+        self.pos_total += pos;
+        self.total += w;
+        if p >= threshold {
+            self.tp += pos;
+            self.fp += neg;
+        } else {
+            self.tn += neg;
+        }
+    }
+
+    fn finish(&self) -> Option<[Option<f64>; 5]> {
+        if self.total <= 0.0 {
+            return None;
+        }
+        let Sums {
+            neg_below,
+            pairs,
+            pos_total,
+            total,
+            tp,
+            fp,
+            tn,
+        } = *self;
+        let fn_ = pos_total - tp;
+        let ratio = |num: f64, den: f64| (den > 0.0).then(|| num / den);
+        Some([
+            ratio(pairs, pos_total * neg_below),
+            ratio(tp + tn, total),
+            ratio(tp, tp + fp),
+            ratio(tp, pos_total),
+            ratio(2.0 * tp, 2.0 * tp + fp + fn_),
+        ])
+    }
 }
 
 /// `auc`'s kernel fed each row as a negative with score p: `cbpe`'s columns (p, threshold,
@@ -179,8 +233,9 @@ negative with weight `w·(1 − p)`: the expected confusion counts above the thr
 (the weighted Mann–Whitney statistic of the two halves, ties one half). The estimate is only as good as the \
 calibration: check it on the rows whose labels have arrived (`ece`), and calibrate first (`calibrate`). Returns \
 `{roc_auc, accuracy, precision, recall, f1}`, a field NULL where its denominator is 0; NULL when no row is usable. \
-Keeps what `auc` keeps (8 bytes a row, or a count per distinct score when scores repeat), so it has no \
-`_state`/`_merge` twins; in a window, use whole partitions (`OVER (PARTITION BY day)`), not sliding frames.",
+Keeps what `auc` keeps (8 bytes a row, or a count per distinct score when scores repeat); its stored state \
+(`cbpe_state`, merged by `cbpe_merge`) is that too, so daily states merge into a month's estimate exactly. In a \
+window, use whole partitions (`OVER (PARTITION BY day)`), not sliding frames.",
             SHAPE.usage(),
         )
         .with_sql_example(

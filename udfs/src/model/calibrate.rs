@@ -93,7 +93,9 @@ fn same_but_encoding(stored: &DataType, model: &DataType) -> bool {
     description = "Applies a calibration model fitted by any `fit_*` aggregate to a score and returns the calibrated \
 probability. Gaussian and Gamma models clamp the score into the fitted range [s_min, s_max]; isotonic models \
 interpolate between their knots and clip outside; histogram models clamp into the range. Field-aware models \
-(`field_calib`, `confcalib`) take the field as a third argument, the others refuse it.",
+(`field_calib`, `confcalib`) take the field as a third argument, the others refuse it. On a list of scores a row \
+(a multiclass model's logits), a temperature model gives `softmax(logits / T)` and a list of one model a class \
+(`fit_ovr`) applies each class's model to its score and renormalises to sum 1; both return a list.",
     syntax_example = "calibrate(score, model [, field])",
     sql_example = r#"```sql
 > SELECT calibrate(s, m) AS p

@@ -115,7 +115,7 @@ pub(super) fn invoke(args: &ScalarFunctionArgs) -> Result<ColumnarValue> {
         row_scores.clear();
         row_scores.extend_from_slice(&values.values()[start..end]);
         if let Some(v) = row_scores.iter().find(|v| !v.is_finite()) {
-            return exec_err!("calibrate: argument score must hold finite values, got {v}");
+            return exec_err!("calibrate: argument score must be finite, got {v}");
         }
         let k = row_scores.len();
         if let (Some(list), Some(view)) = (&list, &class_view) {
