@@ -76,16 +76,19 @@ const QUERIES: &[&str] = &[
     "SELECT ece_top_label(probs, c) AS a, mce_top_label(probs, c, 10, 'quantile', w) AS b,
             reliability_top_label(probs, c, 8, 'torchmetrics') AS d,
             ece_classwise(probs, c, 10, 'quantile', w) AS e, auc(probs, c) AS f, auc(probs, c, w) AS g,
-            fit_ovr(probs, c, 'isotonic', w) AS h, fit_temperature(probs, c) AS i
+            array_max(fit_ovr(probs, c, 'isotonic', w)[2]['knots_y']) AS h,
+            fit_ovr(probs, c)[1]['b'] AS i, fit_temperature(probs, c)['a'] AS j
      FROM (SELECT make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c, w FROM t)",
     "SELECT kind, ece_top_label(probs, c, 10, 'kumar') AS a FROM
        (SELECT kind, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
      GROUP BY kind ORDER BY kind",
     "SELECT ece_top_label_merge(a) AS a, mce_top_label_merge(b) AS b,
-            reliability_top_label_merge(d) AS d, ece_classwise_merge(e) AS e
+            reliability_top_label_merge(d) AS d, ece_classwise_merge(e) AS e,
+            array_max(fit_ovr_merge(f)[3]['knots_y']) AS f, cbpe_merge(g) AS g
      FROM (SELECT site, ece_top_label_state(probs, c) AS a, mce_top_label_state(probs, c, 10) AS b,
-                  reliability_top_label_state(probs, c, 8) AS d, ece_classwise_state(probs, c) AS e
-           FROM (SELECT site, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
+                  reliability_top_label_state(probs, c, 8) AS d, ece_classwise_state(probs, c) AS e,
+                  fit_ovr_state(probs, c, 'isotonic') AS f, cbpe_state(p, 0.3) AS g
+           FROM (SELECT site, p, make_array(p / 2, p / 2, 1 - p) AS probs, (site % 3) AS c FROM t)
            GROUP BY site)",
     // Field metrics.
     "SELECT field_ece(p, y, site) AS a, field_ece(p, y, kind, w) AS b, field_rce(p, y, site) AS c,

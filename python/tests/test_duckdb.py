@@ -89,7 +89,7 @@ TWINS = [
     name
     for name in AGGREGATES
     if name
-    not in {"auc", "ece_debiased", "auc_interval", "auc_test", "cbpe"}
+    not in {"auc", "ece_debiased", "auc_interval", "auc_test"}
 ]
 
 

@@ -427,7 +427,7 @@ const EVERY_CALL: &[&str] = &[
     "reliability_top_label(make_array(p / 2, p / 2, 1 - p), y, 10, 'kumar')",
     "ece_classwise(make_array(p / 2, p / 2, 1 - p), y, 10, 'quantile')",
     "auc(make_array(p / 2, p / 2, 1 - p), y)",
-    "fit_ovr(make_array(p / 2, p / 2, 1 - p), y, 'isotonic')",
+    "fit_ovr(make_array(p / 2, p / 2, 1 - p), y)",
     "fit_temperature(make_array(p, 1 - p), y)",
     "normalized_entropy(p, y)",
     "reliability(p, y)",
@@ -449,7 +449,9 @@ const HELD_FITS: [&str; 5] = [
 /// Every aggregate runs under a memory limit and gives the result it gives without one,
 /// numbers to 1e-12 relative: 3 MB over 300,000 distinct scores (2.4 MB a column of rows,
 /// 4.8 MB of `auc_test`'s pairs, so the rows that keep every value spill), 16 MB for the
-/// fits that hold every distinct score in memory ([`HELD_FITS`]; they fail under 3 MB). This compares the
+/// fits that hold every distinct score in memory ([`HELD_FITS`]; they fail under 3 MB) and
+/// for `fit_ovr`, which holds a fit's state per class (a 2.7 MB state each), and 32 MB for
+/// `fit_temperature` on a list of logits, which keeps every row (9.6 MB here). This compares the
 /// code with itself (the same query, limited and not): the values are checked against
 /// their references in the functions' own tests. A registered aggregate without a call in
 /// [`EVERY_CALL`] fails the test, so a new function gets one.
@@ -472,8 +474,17 @@ fn every_aggregate_under_a_limit_gives_the_unlimited_result() {
         assert!(ok, "{sql}: {stderr}");
         // The fits that keep every distinct score hold it without spilling: a limit their
         // states fit in. Every other state is bounded or spills.
-        let held = HELD_FITS.iter().any(|f| call.starts_with(&format!("{f}(")));
-        let limit = if held { "16M" } else { "3M" };
+        let held = HELD_FITS
+            .iter()
+            .chain(&["fit_ovr"])
+            .any(|f| call.starts_with(&format!("{f}(")));
+        // Multiclass temperature scaling keeps every row: 32 bytes a row of two classes.
+        let rows = call.starts_with("fit_temperature(make_array");
+        let limit = match (held, rows) {
+            (_, true) => "32M",
+            (true, _) => "16M",
+            _ => "3M",
+        };
         let (ok, limited, stderr, _) = run(dir.path(), limit, &sql);
         assert!(ok, "{sql} under {limit}: {stderr}");
         assert_same_numbers(&limited, &unlimited, &sql);

@@ -131,14 +131,10 @@ pub fn leaves(v: &ScalarValue) -> Vec<Option<f64>> {
             if l.is_null(0) {
                 return vec![None];
             }
+            // Each struct of the list (a bin, a class's model) as a struct of its own.
             let inner = l.value(0);
-            let s = inner.as_struct();
-            s.columns()
-                .iter()
-                .flat_map(|c| {
-                    let c = cast(c, &DataType::Float64).unwrap();
-                    c.as_primitive::<Float64Type>().iter().collect::<Vec<_>>()
-                })
+            (0..inner.len())
+                .flat_map(|i| leaves(&ScalarValue::try_from_array(&inner, i).unwrap()))
                 .collect()
         }
         other => match other.cast_to(&DataType::Float64).unwrap() {

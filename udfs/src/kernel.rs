@@ -467,6 +467,109 @@ macro_rules! kernel_aggregate {
 }
 pub(crate) use kernel_aggregate;
 
+/// `enum $name { $A($KA), $B($KB) }`, a kernel that is one of two kernels (a function with
+/// two forms: `auc` on a score or on a list, a fit on a score or `fit_temperature` on a list
+/// of logits), each method handed to the form the call made. Retraction is left out: neither
+/// such function slides.
+macro_rules! either_kernel {
+    ($(#[$doc:meta])* $name:ident { $a:ident($ka:ty), $b:ident($kb:ty) $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        enum $name {
+            $a($ka),
+            $b($kb),
+        }
+
+        impl $crate::kernel::Kernel for $name {
+            fn empty(&self) -> datafusion_common::Result<Self> {
+                Ok(match self {
+                    $name::$a(k) => $name::$a(k.empty()?),
+                    $name::$b(k) => $name::$b(k.empty()?),
+                })
+            }
+            fn resize(&mut self, n: usize) {
+                match self {
+                    $name::$a(k) => k.resize(n),
+                    $name::$b(k) => k.resize(n),
+                }
+            }
+            fn num_groups(&self) -> usize {
+                match self {
+                    $name::$a(k) => k.num_groups(),
+                    $name::$b(k) => k.num_groups(),
+                }
+            }
+            fn update(
+                &mut self,
+                values: &[arrow::array::ArrayRef],
+                groups: &[usize],
+                filter: $crate::kernel::Filter,
+            ) -> datafusion_common::Result<()> {
+                match self {
+                    $name::$a(k) => k.update(values, groups, filter),
+                    $name::$b(k) => k.update(values, groups, filter),
+                }
+            }
+            fn merge(
+                &mut self,
+                states: &[arrow::array::ArrayRef],
+                groups: &[usize],
+            ) -> datafusion_common::Result<()> {
+                match self {
+                    $name::$a(k) => k.merge(states, groups),
+                    $name::$b(k) => k.merge(states, groups),
+                }
+            }
+            fn state(
+                &self,
+                range: std::ops::Range<usize>,
+            ) -> datafusion_common::Result<Vec<arrow::array::ArrayRef>> {
+                match self {
+                    $name::$a(k) => k.state(range),
+                    $name::$b(k) => k.state(range),
+                }
+            }
+            fn take_state(
+                &mut self,
+                range: std::ops::Range<usize>,
+            ) -> datafusion_common::Result<Vec<arrow::array::ArrayRef>> {
+                match self {
+                    $name::$a(k) => k.take_state(range),
+                    $name::$b(k) => k.take_state(range),
+                }
+            }
+            fn evaluate(
+                &mut self,
+                range: std::ops::Range<usize>,
+            ) -> datafusion_common::Result<arrow::array::ArrayRef> {
+                match self {
+                    $name::$a(k) => k.evaluate(range),
+                    $name::$b(k) => k.evaluate(range),
+                }
+            }
+            fn drain(&mut self, n: usize) {
+                match self {
+                    $name::$a(k) => k.drain(n),
+                    $name::$b(k) => k.drain(n),
+                }
+            }
+            fn size(&self) -> usize {
+                match self {
+                    $name::$a(k) => k.size(),
+                    $name::$b(k) => k.size(),
+                }
+            }
+            fn native_labels(&self) -> bool {
+                match self {
+                    $name::$a(k) => k.native_labels(),
+                    $name::$b(k) => k.native_labels(),
+                }
+            }
+        }
+    };
+}
+pub(crate) use either_kernel;
+
 /// `new`, `Default` and `shape()` of a function struct whose only field is its `signature`,
 /// made from the [`CallShape`](crate::common::CallShape) constant `$shape`: the same few lines
 /// every such function would otherwise repeat. With `kind: K`, the struct serves several

@@ -292,7 +292,8 @@ mod tests {
         assert_eq!(argument_default("ece_state", "strategy"), Some("'uniform'"));
         assert_eq!(argument_default("fit_confcalib", "n_bins"), Some("10"));
         assert_eq!(argument_default("field_rce", "eps"), Some("0.01"));
-        assert_eq!(argument_default("fit_platt", "propensity"), None);
+        assert_eq!(argument_default("fit_platt", "propensity"), Some("1.0"));
+        assert_eq!(argument_default("fit_ilps", "propensity"), None);
         assert_eq!(argument_default("ece_merge", "n_bins"), None);
         assert_eq!(argument_default("no_such_function", "w"), None);
     }

@@ -38,20 +38,10 @@ import numpy as np
 
 from common import close, exact, fmt
 from common import main as write
+from top_label import K, classifier
 
 SLT = "multiclass_fits.slt"
-K = 4
 warnings.filterwarnings("ignore")
-
-
-def data():
-    from sklearn.datasets import make_classification
-    from sklearn.linear_model import LogisticRegression
-
-    X, y = make_classification(n_samples=240, n_features=8, n_informative=5, n_redundant=1,
-                               n_classes=K, n_clusters_per_class=1, random_state=7)
-    model = LogisticRegression(max_iter=1000).fit(X[:120], y[:120])
-    return X, y, model
 
 
 def lst(v):
@@ -90,7 +80,7 @@ def sections():
     from sklearn.metrics import log_loss
     import statsmodels.api as sm
 
-    X, y, model = data()
+    X, y, model = classifier()
     Xc, yc = X[120:], y[120:]
     Z = model.decision_function(Xc)
     Zt = model.decision_function(X[:6])

@@ -41,13 +41,19 @@ K = 4
 warnings.filterwarnings("ignore")
 
 
-def data():
+def classifier():
+    """The multiclass data set and model: make_classification's 240 rows of K classes and a
+    LogisticRegression fitted on the first 120 (also multiclass_fits.py's)."""
     from sklearn.datasets import make_classification
     from sklearn.linear_model import LogisticRegression
 
     X, y = make_classification(n_samples=240, n_features=8, n_informative=5, n_redundant=1,
                                n_classes=K, n_clusters_per_class=1, random_state=7)
-    model = LogisticRegression(max_iter=1000).fit(X[:120], y[:120])
+    return X, y, LogisticRegression(max_iter=1000).fit(X[:120], y[:120])
+
+
+def data():
+    X, y, model = classifier()
     probs = [list(map(float, r)) for r in model.predict_proba(X)]
     labels = [int(v) for v in y]
     # Ties for the largest probability (the first class counts) and one-hot rows.

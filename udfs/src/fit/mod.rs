@@ -424,66 +424,13 @@ impl Fit {
     }
 }
 
-/// A fit's kernel for a call: on a score, or `fit_temperature` on a list of logits.
-#[derive(Debug)]
-enum FitCall {
-    Binary(FitKernel),
-    Softmax(softmax::SoftmaxKernel),
-}
-
-/// `$body` with `$k` bound to the kernel of either form.
-macro_rules! either {
-    ($self:expr, $k:ident => $body:expr) => {
-        match $self {
-            FitCall::Binary($k) => $body,
-            FitCall::Softmax($k) => $body,
-        }
-    };
-}
-
-impl crate::kernel::Kernel for FitCall {
-    fn empty(&self) -> Result<Self> {
-        Ok(match self {
-            FitCall::Binary(k) => FitCall::Binary(k.empty()?),
-            FitCall::Softmax(k) => FitCall::Softmax(k.empty()?),
-        })
+crate::kernel::either_kernel!(
+    /// A fit's kernel for a call: on a score, or `fit_temperature` on a list of logits.
+    FitCall {
+        Binary(FitKernel),
+        Softmax(softmax::SoftmaxKernel),
     }
-    fn resize(&mut self, n: usize) {
-        either!(self, k => k.resize(n))
-    }
-    fn num_groups(&self) -> usize {
-        either!(self, k => k.num_groups())
-    }
-    fn update(
-        &mut self,
-        values: &[arrow::array::ArrayRef],
-        groups: &[usize],
-        filter: crate::kernel::Filter,
-    ) -> Result<()> {
-        either!(self, k => k.update(values, groups, filter))
-    }
-    fn merge(&mut self, states: &[arrow::array::ArrayRef], groups: &[usize]) -> Result<()> {
-        either!(self, k => k.merge(states, groups))
-    }
-    fn state(&self, range: std::ops::Range<usize>) -> Result<Vec<arrow::array::ArrayRef>> {
-        either!(self, k => k.state(range))
-    }
-    fn take_state(&mut self, range: std::ops::Range<usize>) -> Result<Vec<arrow::array::ArrayRef>> {
-        either!(self, k => k.take_state(range))
-    }
-    fn evaluate(&mut self, range: std::ops::Range<usize>) -> Result<arrow::array::ArrayRef> {
-        either!(self, k => k.evaluate(range))
-    }
-    fn drain(&mut self, n: usize) {
-        either!(self, k => k.drain(n))
-    }
-    fn size(&self) -> usize {
-        either!(self, k => k.size())
-    }
-    fn native_labels(&self) -> bool {
-        either!(self, k => k.native_labels())
-    }
-}
+);
 
 kernel_aggregate!(Fit, false, capped);
 

@@ -97,61 +97,13 @@ impl Auc {
     }
 }
 
-/// `auc`'s kernel for a call: on a score, or one-vs-rest on a list of class probabilities.
-#[derive(Debug)]
-enum AucCall {
-    Binary(AucKernel),
-    OneVsRest(PerClass<AucKernel>),
-}
-
-/// `$body` with `$k` bound to the kernel of either form.
-macro_rules! either {
-    ($self:expr, $k:ident => $body:expr) => {
-        match $self {
-            AucCall::Binary($k) => $body,
-            AucCall::OneVsRest($k) => $body,
-        }
-    };
-}
-
-impl Kernel for AucCall {
-    fn empty(&self) -> Result<Self> {
-        Ok(match self {
-            AucCall::Binary(k) => AucCall::Binary(k.empty()?),
-            AucCall::OneVsRest(k) => AucCall::OneVsRest(k.empty()?),
-        })
+crate::kernel::either_kernel!(
+    /// `auc`'s kernel for a call: on a score, or one-vs-rest on a list of class probabilities.
+    AucCall {
+        Binary(AucKernel),
+        OneVsRest(PerClass<AucKernel>),
     }
-    fn resize(&mut self, n: usize) {
-        either!(self, k => k.resize(n))
-    }
-    fn num_groups(&self) -> usize {
-        either!(self, k => k.num_groups())
-    }
-    fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
-        either!(self, k => k.update(values, groups, filter))
-    }
-    fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
-        either!(self, k => k.merge(states, groups))
-    }
-    fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        either!(self, k => k.state(range))
-    }
-    fn take_state(&mut self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
-        either!(self, k => k.take_state(range))
-    }
-    fn evaluate(&mut self, range: Range<usize>) -> Result<ArrayRef> {
-        either!(self, k => k.evaluate(range))
-    }
-    fn drain(&mut self, n: usize) {
-        either!(self, k => k.drain(n))
-    }
-    fn size(&self) -> usize {
-        either!(self, k => k.size())
-    }
-    fn native_labels(&self) -> bool {
-        either!(self, k => k.native_labels())
-    }
-}
+);
 
 crate::kernel::kernel_source!(Auc);
 

@@ -17,7 +17,8 @@ use crate::kernel::Filter;
 use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 
 use super::{
-    canonical_types, example_args, plain_state_fields, rebuild, section, state_type, STATE_FORMAT,
+    canonical_types, example_args, plain_state_fields, rebuild, section, state_type, type_list,
+    STATE_FORMAT,
 };
 /// `F_merge(state)`: merges stored states of `F` and returns `F`'s value.
 #[derive(Debug)]
@@ -88,11 +89,7 @@ function, or in another format are an error naming both.{retract}"
                 "{}: argument state must be a state made by {}_state, got type {}; the signature is {}(state)",
                 self.name,
                 self.inner.name(),
-                arg_types
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                type_list(arg_types),
                 self.name
             );
         };

@@ -113,6 +113,15 @@ fn canonical_types(shape: &CallShape) -> Vec<DataType> {
         .collect()
 }
 
+/// Argument types as an error message lists them: `Float64, Utf8`.
+fn type_list(arg_types: &[DataType]) -> String {
+    arg_types
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The struct type of a stored state of `F`.
 fn state_type(inner: &dyn KernelAggregate) -> Result<DataType> {
     let state = plain_state_fields(inner, &canonical_types(&inner.call_shape()))?;

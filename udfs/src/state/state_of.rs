@@ -12,7 +12,8 @@ use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
 use crate::kernel::{DynKernel, Kernel, KernelAggregate};
 
 use super::{
-    canonical_types, describe, example_args, plain_state_fields, section, state_type, STATE_FORMAT,
+    canonical_types, describe, example_args, plain_state_fields, section, state_type, type_list,
+    STATE_FORMAT,
 };
 /// `F_state`: `F` whose value is its partial state.
 #[derive(Debug)]
@@ -126,11 +127,7 @@ impl AggregateUDFImpl for StateOf {
                 "{}: {} on arguments of types ({}) keeps no storable state",
                 self.name,
                 self.inner.name(),
-                arg_types
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                type_list(arg_types)
             );
         }
         state_type(self.inner.as_ref())
