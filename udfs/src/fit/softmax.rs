@@ -118,23 +118,31 @@ impl Kernel for SoftmaxKernel {
 
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()> {
         let w = self.w_col.map(|c| f64s(&values[c]));
-        let mut added: Vec<(usize, usize, Vec<f64>, usize)> = vec![];
+        let classes = &mut self.classes;
+        let states = &mut self.groups;
         for_each_row_of(FUNC, LOGITS, &values[0], &values[1], filter, |i, row| {
-            if let Some((z, y)) = row {
-                if w.is_none_or(|w| w.is_valid(i)) {
-                    added.push((i, groups[i], z.to_vec(), y));
-                }
+            let Some((z, y)) = row else {
+                return Ok(());
+            };
+            if w.is_some_and(|w| w.is_null(i)) {
+                return Ok(());
             }
-            Ok(())
-        })?;
-        for (i, g, z, y) in added {
-            self.classes_are(z.len(), "a list")?;
+            match *classes {
+                Some(known) if known != z.len() => {
+                    return exec_err!(
+                        "{FUNC}: argument logits must hold the same number of classes on every row, got a list of {} after {known}",
+                        z.len()
+                    )
+                }
+                _ => *classes = Some(z.len()),
+            }
             let wi = weight_at(FUNC, w.map(|w| &w.values()[..]), i)?;
-            let rows = &mut self.groups[g];
-            rows.logits.extend_from_slice(&z);
+            let rows = &mut states[groups[i]];
+            rows.logits.extend_from_slice(z);
             rows.labels.push(y as i64);
             rows.weights.push(wi);
-        }
+            Ok(())
+        })?;
         self.recount();
         Ok(())
     }
