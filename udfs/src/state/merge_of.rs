@@ -226,6 +226,51 @@ impl AggregateUDFImpl for MergeOf {
     }
 }
 
+/// Each optional argument's value in a state's parameters (see `describe`): its text, `name`
+/// alone for a column, the default's text for an argument left out; None for an argument
+/// without a default left out. None when `params` is not such a description.
+fn optional_values(shape: &crate::common::CallShape, params: &str) -> Option<Vec<Option<String>>> {
+    let body = params
+        .strip_prefix(shape.name)?
+        .strip_prefix('(')?
+        .strip_suffix(')')?;
+    let mut parts = if body.is_empty() {
+        vec![]
+    } else {
+        body.split(", ").collect::<Vec<_>>()
+    };
+    // The types of the field arguments come first.
+    let typed = shape
+        .required
+        .iter()
+        .filter(|a| a.role == crate::common::Role::Any)
+        .count();
+    parts.drain(..typed.min(parts.len()));
+    let mut given = parts.into_iter();
+    Some(
+        shape
+            .optional
+            .iter()
+            .map(|a| match given.next() {
+                Some(part) => Some(match part.split_once(" => ") {
+                    Some((_, v)) => v.to_string(),
+                    None => part.to_string(),
+                }),
+                None => a.default.map(super::canonical_default),
+            })
+            .collect(),
+    )
+}
+
+/// Whether two states' parameters describe the same call: every optional argument the same,
+/// an argument one leaves out taking its default.
+fn same_call(shape: &crate::common::CallShape, a: &str, b: &str) -> bool {
+    match (optional_values(shape, a), optional_values(shape, b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
 /// Merges states into `F`'s kernel, built from the first state's parameters.
 #[derive(Debug)]
 struct MergeKernel {
@@ -246,6 +291,9 @@ impl MergeKernel {
     fn accept(&mut self, params: &str) -> Result<()> {
         match &self.params {
             Some(p) if p == params => Ok(()),
+            // The same call described by two versions (one spelling out an argument added
+            // since with its default, `w => 1.0`).
+            Some(p) if same_call(&self.inner.call_shape(), p, params) => Ok(()),
             Some(p) => exec_err!(
                 "{}: cannot merge states made with different parameters: {p} and {params}",
                 self.name
