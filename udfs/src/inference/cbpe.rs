@@ -94,59 +94,123 @@ rows_udaf!(
 /// negative, precision with no row predicted positive, recall with no expected positive).
 fn expected(rows: &mut Rows, tally: &[Tally; 2], threshold: f64) -> Option<[Option<f64>; 5]> {
     let mut sums = Sums::default();
-    // One sorted part and no tally (a group read in one partition, its scores distinct
-    // enough never to be counted): a loop of its own over the slice, the form `auc` reads
-    // its rows in; otherwise the generic sweep over the parts and tallies.
+    // Rows kept as rows in at most two ascending parts with no tally (a group read in one
+    // partition, or the final group of two partial states, its scores distinct enough
+    // never to be counted): loops of their own over them; otherwise the generic sweep over
+    // the parts and tallies. Both add each distinct score once with its row count, in
+    // ascending order, so the result does not depend on which of them read the rows.
     if !rows.weighted() && tally.iter().all(|t| t.len() == 0) {
         let [negs, poss] = rows.sorted_parts();
-        if let ([part], []) = (&negs[..], &poss[..]) {
-            let part: &[f64] = part;
-            let mut behind = ReadBehind::new(part);
-            let mut i = 0;
-            while i < part.len() {
-                let v = part[i];
-                let start = i;
-                while i < part.len() && part[i] == v {
-                    i += 1;
-                }
-                sums.add(v, (i - start) as f64, threshold);
-                behind.advance(part, i);
-            }
+        let parts: Vec<&[f64]> = negs.into_iter().filter(|p| !p.is_empty()).collect();
+        if poss.iter().all(|p| p.is_empty()) && parts.len() <= 2 {
+            let (a, b) = (
+                parts.first().copied().unwrap_or(&[]),
+                parts.get(1).copied().unwrap_or(&[]),
+            );
+            // Rows below the threshold, then those at or above it.
+            let (a_cut, b_cut) = (below(a, threshold), below(b, threshold));
+            sums.sweep::<false>(&a[..a_cut], &b[..b_cut]);
+            sums.sweep::<true>(&a[a_cut..], &b[b_cut..]);
             return sums.finish();
         }
     }
-    for_each_score(rows, tally, |p, w, _| sums.add(p, w, threshold));
+    for_each_score(rows, tally, |p, w, _| {
+        if p >= threshold {
+            sums.add::<true>(p, w);
+        } else {
+            sums.add::<false>(p, w);
+        }
+        sums.total += w;
+    });
     sums.finish()
 }
 
+/// The rows of ascending `part` below `threshold`.
+fn below(part: &[f64], threshold: f64) -> usize {
+    part.partition_point(|&p| p < threshold)
+}
+
 /// The sums `cbpe` reads off its rows in ascending p: the expected Mann–Whitney count, the
-/// expected confusion cells and the totals.
+/// expected positives' and negatives' weights so far (the same sums whatever the threshold),
+/// and the confusion cells: the weights below the threshold are those so far at its last
+/// row below it, the ones at or above it are summed on their own.
 #[derive(Default, Clone, Copy)]
 struct Sums {
-    neg_below: f64,
+    /// Σ over rows of w·p · (the expected negatives' weight below the row + half its own).
     pairs: f64,
-    pos_total: f64,
+    /// The expected positives' and negatives' weight so far.
+    pos: f64,
+    neg: f64,
+    /// The expected positives' weight below the threshold (FN) and at or above it (TP).
+    pos_below: f64,
+    pos_above: f64,
+    /// The expected negatives' weight below the threshold (TN) and at or above it (FP).
+    neg_below: f64,
+    neg_above: f64,
+    /// The rows' weight.
     total: f64,
-    tp: f64,
-    fp: f64,
-    tn: f64,
 }
 
 impl Sums {
-    /// Adds weight `w` of rows with probability `p` (the largest so far).
+    /// Adds weight `w` of rows with probability `p`, the largest so far, on the side of the
+    /// threshold `ABOVE` says (every row below it comes before any at or above it).
     #[inline(always)]
-    fn add(&mut self, p: f64, w: f64, threshold: f64) {
+    fn add<const ABOVE: bool>(&mut self, p: f64, w: f64) {
         let (pos, neg) = (w * p, w * (1.0 - p));
-        self.pairs += pos * (self.neg_below + 0.5 * neg);
-        self.neg_below += neg;
-        self.pos_total += pos;
-        self.total += w;
-        if p >= threshold {
-            self.tp += pos;
-            self.fp += neg;
+        self.pairs += pos * (self.neg + 0.5 * neg);
+        self.neg += neg;
+        self.pos += pos;
+        if ABOVE {
+            self.neg_above += neg;
+            self.pos_above += pos;
         } else {
-            self.tn += neg;
+            (self.neg_below, self.pos_below) = (self.neg, self.pos);
         }
+    }
+
+    /// Adds the rows of ascending `a` and `b` (unweighted probabilities, all on the side of
+    /// the threshold `ABOVE` says), merged: each distinct score once, with its rows in
+    /// both. Which part holds the next score is as likely one as the other, so the merge
+    /// steps without a branch on it; ties are rare among distinct scores.
+    fn sweep<const ABOVE: bool>(&mut self, a: &[f64], b: &[f64]) {
+        let (mut behind_a, mut behind_b) = (ReadBehind::new(a), ReadBehind::new(b));
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            let (x, y) = (a[i], b[j]);
+            let v = if y < x { y } else { x };
+            i += usize::from(x <= y);
+            j += usize::from(y <= x);
+            let mut rows = 1 + usize::from(x == y);
+            while i < a.len() && a[i] == v {
+                i += 1;
+                rows += 1;
+            }
+            while j < b.len() && b[j] == v {
+                j += 1;
+                rows += 1;
+            }
+            self.add::<ABOVE>(v, rows as f64);
+            behind_a.advance(a, i);
+            behind_b.advance(b, j);
+        }
+        // What is left of one part, alone.
+        let (rest, at, mut behind) = if i < a.len() {
+            (a, i, behind_a)
+        } else {
+            (b, j, behind_b)
+        };
+        let mut i = at;
+        while i < rest.len() {
+            let v = rest[i];
+            let start = i;
+            i += 1;
+            while i < rest.len() && rest[i] == v {
+                i += 1;
+            }
+            self.add::<ABOVE>(v, (i - start) as f64);
+            behind.advance(rest, i);
+        }
+        self.total += (a.len() + b.len()) as f64;
     }
 
     fn finish(&self) -> Option<[Option<f64>; 5]> {
@@ -154,18 +218,18 @@ impl Sums {
             return None;
         }
         let Sums {
-            neg_below,
             pairs,
-            pos_total,
+            pos: pos_total,
+            neg: neg_total,
+            pos_below: fn_,
+            pos_above: tp,
+            neg_below: tn,
+            neg_above: fp,
             total,
-            tp,
-            fp,
-            tn,
         } = *self;
-        let fn_ = pos_total - tp;
         let ratio = |num: f64, den: f64| (den > 0.0).then(|| num / den);
         Some([
-            ratio(pairs, pos_total * neg_below),
+            ratio(pairs, pos_total * neg_total),
             ratio(tp + tn, total),
             ratio(tp, tp + fp),
             ratio(tp, pos_total),
@@ -252,4 +316,147 @@ window, use whole partitions (`OVER (PARTITION BY day)`), not sliding frames.",
         )
         .build()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::buffer::ScalarBuffer;
+
+    use super::*;
+
+    /// Probabilities with ties (300 levels), both zeros and a one.
+    fn probabilities() -> Vec<f64> {
+        let mut p: Vec<f64> = (0..2000u64)
+            .map(|i| ((i * 7919) % 301) as f64 / 300.0)
+            .collect();
+        p.extend([0.0, -0.0, 1.0]);
+        p
+    }
+
+    fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    /// The expectations by their definitions, every pair of rows at once: the ROC AUC as
+    /// Σ_i Σ_j p_i (1 − p_j) ([p_j < p_i] + ½ [p_j = p_i]) over Σ p · Σ (1 − p).
+    fn by_definition(p: &[f64], threshold: f64) -> [f64; 5] {
+        let (mut pairs, mut pos, mut neg) = (0.0, 0.0, 0.0);
+        let (mut tp, mut fp, mut fn_, mut tn) = (0.0, 0.0, 0.0, 0.0);
+        for &a in p {
+            pos += a;
+            neg += 1.0 - a;
+            if a >= threshold {
+                tp += a;
+                fp += 1.0 - a;
+            } else {
+                fn_ += a;
+                tn += 1.0 - a;
+            }
+            for &b in p {
+                let below = if b < a {
+                    1.0
+                } else if b == a {
+                    0.5
+                } else {
+                    0.0
+                };
+                pairs += a * (1.0 - b) * below;
+            }
+        }
+        [
+            pairs / (pos * neg),
+            (tp + tn) / p.len() as f64,
+            tp / (tp + fp),
+            tp / pos,
+            2.0 * tp / (2.0 * tp + fp + fn_),
+        ]
+    }
+
+    /// `expected` on `rows` (counted per distinct score in `tally`).
+    fn estimate(mut rows: Rows, tally: [Tally; 2], threshold: f64) -> [f64; 5] {
+        expected(&mut rows, &tally, threshold)
+            .expect("rows")
+            .map(|x| x.expect("a denominator"))
+    }
+
+    /// One part, two parts (its own loops), three parts and a tally (the generic sweep) give
+    /// the same bits, and the numbers the definitions give; the threshold at a tie puts the
+    /// whole tie above it.
+    #[test]
+    fn every_reading_of_the_rows_agrees_with_the_definition() {
+        let p = probabilities();
+        for threshold in [0.5, 100.0 / 300.0, 0.0, 1.0 - 1e-9] {
+            let want = by_definition(&p, threshold);
+            let one = estimate(
+                Rows {
+                    p: [p.clone(), vec![]],
+                    ..Rows::default()
+                },
+                Default::default(),
+                threshold,
+            );
+            let runs = |k: usize| -> Vec<ScalarBuffer<f64>> {
+                (0..k)
+                    .map(|r| {
+                        let part: Vec<f64> = p.iter().skip(r).step_by(k).copied().collect();
+                        ScalarBuffer::from(sorted(part))
+                    })
+                    .collect()
+            };
+            let in_runs = |k: usize| Rows {
+                runs: [runs(k), vec![]],
+                ..Rows::default()
+            };
+            let two = estimate(in_runs(2), Default::default(), threshold);
+            let three = estimate(in_runs(3), Default::default(), threshold);
+            // The first half counted, the second kept as rows.
+            let (counted, kept) = p.split_at(p.len() / 2);
+            let mut tally = Tally::default();
+            for v in sorted(counted.to_vec()) {
+                match tally.p.last() {
+                    Some(&last) if last == v => *tally.n.last_mut().unwrap() += 1,
+                    _ => {
+                        tally.p.push(v);
+                        tally.n.push(1);
+                    }
+                }
+            }
+            let tallied = estimate(
+                Rows {
+                    p: [kept.to_vec(), vec![]],
+                    ..Rows::default()
+                },
+                [tally, Tally::default()],
+                threshold,
+            );
+            for (name, got) in [("two", two), ("three", three), ("tallied", tallied)] {
+                let same = got
+                    .iter()
+                    .zip(&one)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{name} parts at {threshold}: {got:?} != {one:?}");
+            }
+            for (got, want) in one.iter().zip(&want) {
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.abs(),
+                    "at {threshold}: {one:?} != {want:?}"
+                );
+            }
+        }
+    }
+
+    /// A group with no row has no estimate; with rows of p = 0 only, no AUC (no expected
+    /// positive) but an accuracy of 1.
+    #[test]
+    fn empty_and_one_sided_groups() {
+        assert!(expected(&mut Rows::default(), &Default::default(), 0.5).is_none());
+        let mut zeros = Rows {
+            p: [vec![0.0; 5], vec![]],
+            ..Rows::default()
+        };
+        let got = expected(&mut zeros, &Default::default(), 0.5).expect("rows");
+        assert_eq!(got[0], None);
+        assert_eq!(got[1], Some(1.0));
+    }
 }
