@@ -4,7 +4,9 @@
 //! propensity)` ≤ 3× `avg(score)` with a state that does not grow with rows; the fit's state
 //! size and final-fit time are printed at the end), then a 30-day rollup from stored daily
 //! states against the scan, then the speed issue's pairs on a realistic file (distinct
-//! float64s, Int8 labels) with their targets and the peak memory of `auc` and `'quantile'`.
+//! float64s, Int8 labels) with their targets and the peak memory of `auc` and `'quantile'`,
+//! then the multiclass issue's pairs (`cbpe(p)` ≤ 1× `auc(p, y)`; `ece_top_label` over 10
+//! classes ≤ 2× `avg` over the lists' flattened values), then every aggregate against `avg`.
 //!
 //! `cargo bench --bench end_to_end`. Rows: `CALIBSQL_BENCH_ROWS`, default 20,000,000 (the
 //! files are written once under the target directory and reused). Runs per pair: at least
@@ -25,8 +27,8 @@ mod support;
 #[path = "support/data.rs"]
 mod data;
 use data::{
-    data_path, env_number, median_ms, realistic_ctr_path, realistic_path, write_data,
-    write_realistic, write_realistic_ctr,
+    data_path, env_number, median_ms, multiclass_path, realistic_ctr_path, realistic_path,
+    write_data, write_multiclass, write_realistic, write_realistic_ctr,
 };
 
 /// The peak resident memory of `calibsql -c sql` over the realistic file as `t` and the
@@ -308,7 +310,72 @@ async fn main() {
     if only.wants("realistic report") {
         report(rows, runs).await;
     }
+    cbpe_pairs(rows, runs, &only).await;
+    if only.wants("multiclass") {
+        multiclass(rows, runs).await;
+    }
     every_aggregate(rows, runs, &only).await;
+}
+
+/// The multiclass issue's `cbpe` target: `cbpe(p)` within `auc(p, y)`'s time (both keep the
+/// rows and sort them), on the 50%-positive realistic file and on the CTR-like one.
+async fn cbpe_pairs(rows: usize, runs: Runs, only: &Only) {
+    for (label, path, ctr) in [
+        ("realistic cbpe(p)", realistic_path(rows), false),
+        ("ctr cbpe(p)", realistic_ctr_path(rows), true),
+    ] {
+        if !only.wants(label) {
+            continue;
+        }
+        if !path.exists() {
+            eprintln!("writing {rows} rows to {}", path.display());
+            if ctr {
+                write_realistic_ctr(&path, rows).await;
+            } else {
+                write_realistic(&path, rows).await;
+            }
+        }
+        let ctx = calibsql::new_context();
+        ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
+            .await
+            .unwrap();
+        report_pair(
+            &ctx,
+            (label, "SELECT cbpe(p) FROM t"),
+            ("auc(p, y)", "SELECT auc(p, y) FROM t"),
+            1.0,
+            runs,
+        )
+        .await;
+    }
+}
+
+/// The multiclass issue's `ece_top_label` target: within 2× `avg` over the lists' flattened
+/// values, on `rows` rows of 10 class probabilities ([`write_multiclass`]).
+async fn multiclass(rows: usize, runs: Runs) {
+    let path = multiclass_path(rows);
+    if !path.exists() {
+        eprintln!("writing {rows} rows of 10 classes to {}", path.display());
+        write_multiclass(&path, rows).await;
+    }
+    let ctx = calibsql::new_context();
+    ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    report_pair(
+        &ctx,
+        (
+            "multiclass ece_top_label",
+            "SELECT ece_top_label(probs, label) FROM t",
+        ),
+        (
+            "avg(unnest(probs))",
+            "SELECT avg(v) FROM (SELECT unnest(probs) AS v FROM t)",
+        ),
+        2.0,
+        runs,
+    )
+    .await;
 }
 
 /// The calibration report's query over the realistic file: one field and a day column (30
@@ -444,16 +511,42 @@ const EVERY_AGGREGATE: &[(&str, &str, f64)] = &[
         f64::NAN,
     ),
     ("field_bias", "field_bias(p, y, site)", f64::NAN),
+    // Label-free estimates: `cbpe`'s own target is against `auc` (`cbpe_pairs`).
+    ("cbpe", "cbpe(p)", f64::NAN),
+    // The multiclass functions on the binary files' two classes (`multiclass` times them on
+    // ten).
+    (
+        "ece_top_label",
+        "ece_top_label(make_array(1 - p, p), y)",
+        f64::NAN,
+    ),
+    (
+        "mce_top_label",
+        "mce_top_label(make_array(1 - p, p), y)",
+        f64::NAN,
+    ),
+    (
+        "reliability_top_label",
+        "reliability_top_label(make_array(1 - p, p), y)",
+        f64::NAN,
+    ),
+    (
+        "ece_classwise",
+        "ece_classwise(make_array(1 - p, p), y)",
+        f64::NAN,
+    ),
+    ("fit_ovr", "fit_ovr(make_array(-score, score), y)", f64::NAN),
 ];
 
 /// The `avg` baseline of `call`: one `avg` per column it reads.
 fn avg_baseline(call: &str) -> String {
     let columns = ["p", "score", "y", "site", "app", "propensity"];
     let args = &call[call.find('(').expect("a call") + 1..call.rfind(')').expect("a call")];
+    // The columns named anywhere in the arguments (`make_array(1 - p, p)` reads `p`).
     let mut read: Vec<&str> = Vec::new();
-    for arg in args.split(',').map(str::trim) {
-        if columns.contains(&arg) && !read.contains(&arg) {
-            read.push(arg);
+    for word in args.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if columns.contains(&word) && !read.contains(&word) {
+            read.push(word);
         }
     }
     let avgs: Vec<String> = read.iter().map(|c| format!("avg({c})")).collect();

@@ -98,6 +98,52 @@ pub async fn write_realistic_ctr(path: &std::path::Path, rows: usize) {
     write_realistic_file(path, rows, "0.2 * ", true).await;
 }
 
+/// The multiclass bench file: `probs`, a list of 10 class probabilities (hashed values,
+/// normalised to sum to 1), and `label`, a class index.
+pub fn multiclass_path(rows: usize) -> PathBuf {
+    bench_file(&format!("multiclass-v1-{rows}.parquet"))
+}
+
+pub async fn write_multiclass(path: &std::path::Path, rows: usize) {
+    const CLASSES: usize = 10;
+    // Class k's unnormalised value: a multiplicative hash of the row number modulo a prime
+    // (one multiplier a class), in (0.01, 1.01).
+    let multipliers = [
+        2654435761u64,
+        40503,
+        69069,
+        7919,
+        2246822519,
+        48271,
+        16807,
+        1103515245,
+        22695477,
+        134775813,
+    ];
+    let values: Vec<String> = multipliers
+        .iter()
+        .map(|m| format!("0.01 + ((v * {m}) % 999983) / 999983.0"))
+        .collect();
+    let normalised: Vec<String> = (0..CLASSES).map(|k| format!("h{k} / s")).collect();
+    let named: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(k, v)| format!("{v} AS h{k}"))
+        .collect();
+    let sum: Vec<String> = (0..CLASSES).map(|k| format!("h{k}")).collect();
+    let sql = format!(
+        "COPY (SELECT make_array({}) AS probs, label
+          FROM (SELECT *, {} AS s FROM (SELECT {}, CAST((v * 7919) % {CLASSES} AS BIGINT) AS label
+            FROM (SELECT value AS v FROM generate_series(1, {rows})))))
+         TO '{}' STORED AS PARQUET",
+        normalised.join(", "),
+        sum.join(" + "),
+        named.join(", "),
+        path.display()
+    );
+    write_file(path, &sql).await;
+}
+
 /// The number in the environment variable `name`, or `default`.
 pub fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
