@@ -2,7 +2,9 @@
 //! DuckDB's stable C API has no bind step that would see the arguments' types or values.
 //! Numbers are DOUBLE (DuckDB casts INTEGER, FLOAT and DECIMAL to it), a label DOUBLE or
 //! BOOLEAN, a field or model ANY (passed as it is), a constant BIGINT, DOUBLE or VARCHAR, a
-//! `_merge` twin's state the STRUCT its `_state` twin returns.
+//! `_merge` twin's state the STRUCT its `_state` twin returns. A function with a multiclass
+//! form (`auc`, `logloss`, `brier`, `fit_temperature`, `calibrate`) also takes a DOUBLE[] in
+//! place of its first number.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -117,32 +119,73 @@ pub fn overloads(functions: &[HostFunction]) -> Result<Vec<Overload>> {
                     .collect();
             }
             for declared in combos {
-                let probe = |any: &DataType| -> Vec<DataType> {
-                    declared
-                        .iter()
-                        .map(|d| d.clone().unwrap_or_else(|| any.clone()))
-                        .collect()
-                };
-                let returns = f
-                    .return_type(&probe(&DataType::Utf8))
-                    .or_else(|_| f.return_type(&probe(&model)))?;
+                let listed = list_form(f, &declared);
+                let returns = return_of(f, &declared, &model)?;
                 out.push(Overload {
                     function: f.clone(),
                     declared,
                     returns,
                     config: Arc::clone(&config),
                 });
+                // The multiclass form, where the function has one: a list of numbers (a
+                // model's class probabilities or logits) in place of the first number.
+                if let Some(declared) = listed {
+                    if let Ok(returns) = return_of(f, &declared, &model) {
+                        out.push(Overload {
+                            function: f.clone(),
+                            declared,
+                            returns,
+                            config: Arc::clone(&config),
+                        });
+                    }
+                }
             }
         }
     }
     Ok(out)
 }
 
+/// What `f` returns for arguments of the `declared` types: with an ANY parameter taken for
+/// text (a field), else for a calibrator's `model` (`calibrate`).
+fn return_of(
+    f: &HostFunction,
+    declared: &[Option<DataType>],
+    model: &DataType,
+) -> Result<DataType> {
+    let probe = |any: &DataType| -> Vec<DataType> {
+        declared
+            .iter()
+            .map(|d| d.clone().unwrap_or_else(|| any.clone()))
+            .collect()
+    };
+    f.return_type(&probe(&DataType::Utf8))
+        .or_else(|_| f.return_type(&probe(model)))
+}
+
+/// `declared` with a list of numbers in place of its first argument, when that is a number
+/// of `f` (the functions with a multiclass form take the list there; the others refuse it
+/// when the form's return type is asked for).
+fn list_form(f: &HostFunction, declared: &[Option<DataType>]) -> Option<Vec<Option<DataType>>> {
+    let first = f.arguments.first()?;
+    (first.kind == ArgumentKind::Number && declared.first()? == &Some(DataType::Float64)).then(
+        || {
+            let mut listed = declared.to_vec();
+            listed[0] = Some(number_list());
+            listed
+        },
+    )
+}
+
+/// A list of Float64, as a multiclass row's probabilities are read.
+fn number_list() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
+}
+
 fn choices(
     kind: &ArgumentKind,
     by_name: &HashMap<&str, &HostFunction>,
 ) -> Result<Vec<Option<DataType>>> {
-    let list = DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
+    let list = number_list();
     Ok(match kind {
         ArgumentKind::Number | ArgumentKind::ConstantNumber => vec![Some(DataType::Float64)],
         ArgumentKind::Label => vec![Some(DataType::Float64), Some(DataType::Boolean)],
@@ -163,7 +206,21 @@ fn choices(
                     _ => DataType::Float64,
                 })
                 .collect();
-            vec![Some(f.return_type(&types)?)]
+            let mut states = vec![Some(f.return_type(&types)?)];
+            // The state of the multiclass form, where the `_state` twin has one of its own.
+            if f.arguments
+                .first()
+                .is_some_and(|a| a.kind == ArgumentKind::Number)
+            {
+                let mut listed = types;
+                listed[0] = list.clone();
+                if let Ok(state) = f.return_type(&listed) {
+                    if !states.contains(&Some(state.clone())) {
+                        states.push(Some(state));
+                    }
+                }
+            }
+            states
         }
     })
 }

@@ -72,6 +72,15 @@ AGGREGATES = {
     "fit_ovr": "fit_ovr([p_model, 1 - p_model], 1 - click, 'isotonic')",
 }
 
+# The multiclass forms of the functions that also take one number: a list of class
+# probabilities or logits in place of p or the score (the same names, overloaded).
+LIST_FORMS = {
+    "auc_ovr": "auc([p_model, 1 - p_model], 1 - click)",
+    "logloss_list": "logloss([0.8 * p_model, 0.2 * p_model, 1 - p_model], 2 - 2 * click, 1e-7)",
+    "brier_list": "brier([p_model, 1 - p_model], 1 - click, 1.0 + (row_id % 3))",
+    "fit_temperature_list": "fit_temperature([score, -score, 0.5 * score], 1 - click)",
+}
+
 # Row by row, over every 97th row.
 SCALARS = {
     "sigmoid": "sigmoid(score)",
@@ -82,6 +91,13 @@ SCALARS = {
     "popularity_propensity": "popularity_propensity(item_count, max_count, 0.5, 0.1)",
     "downsample_correct": "downsample_correct(p_model, 0.25)",
     "calibrate": "calibrate(score, (SELECT fit_isotonic(score, click) FROM valid))",
+}
+
+# `calibrate`'s multiclass forms: a temperature fitted on lists of logits, and one-vs-rest.
+SCALAR_LIST_FORMS = {
+    "calibrate_list": "calibrate([score, -score, 0.5 * score], "
+    "(SELECT fit_temperature([score, -score, 0.5 * score], 1 - click) FROM valid))",
+    "calibrate_ovr": "calibrate([score, -score], (SELECT fit_ovr([score, -score], 1 - click) FROM valid))",
 }
 
 # The aggregates with `_state` / `_merge` twins: F_merge over the states of 7 groups.
@@ -164,11 +180,17 @@ def grouped_sql(calls: dict[str, str]) -> str:
 
 
 def scalar_sql() -> str:
-    cols = ", ".join(f"{c} AS {n}" for n, c in SCALARS.items())
+    cols = ", ".join(f"{c} AS {n}" for n, c in {**SCALARS, **SCALAR_LIST_FORMS}.items())
     return f"SELECT row_id, {cols} FROM test WHERE row_id % 97 = 0 ORDER BY row_id"
 
 
 TWIN_CALLS = {f"{n}_merge": twin_call(n) for n in TWINS}
+# The list forms' states (fit_temperature keeps the rows of a list form: no stored state).
+for n in ("logloss", "brier"):
+    call = LIST_FORMS[f"{n}_list"].replace(f"{n}(", f"{n}_state(", 1)
+    TWIN_CALLS[f"{n}_list_merge"] = (
+        f"(SELECT {n}_merge(s) FROM (SELECT {call} AS s FROM test GROUP BY row_id % 7))"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -177,6 +199,8 @@ def expected(cli) -> dict[str, list[dict]]:
     return {
         "ungrouped": cli(ungrouped_sql(AGGREGATES)),
         "grouped": cli(grouped_sql(AGGREGATES)),
+        "lists": cli(ungrouped_sql(LIST_FORMS)),
+        "lists_grouped": cli(grouped_sql(LIST_FORMS)),
         "scalars": cli(scalar_sql()),
         "twins": cli(f"SELECT {', '.join(f'{c} AS {n}' for n, c in TWIN_CALLS.items())}"),
     }
@@ -197,6 +221,15 @@ def test_aggregate_grouped(duck, expected, name):
     got = rows(duck, grouped_sql({name: AGGREGATES[name]}))
     assert len(got) == 1000
     assert_rows_equal(column(got, name), column(expected["grouped"], name))
+
+
+@pytest.mark.parametrize("name", list(LIST_FORMS))
+def test_list_forms(duck, expected, name):
+    got = rows(duck, ungrouped_sql({name: LIST_FORMS[name]}))
+    assert_rows_equal(column(got, name), column(expected["lists"], name))
+    got = rows(duck, grouped_sql({name: LIST_FORMS[name]}))
+    assert len(got) == 1000
+    assert_rows_equal(column(got, name), column(expected["lists_grouped"], name))
 
 
 def test_scalars(duck, expected):
@@ -220,7 +253,12 @@ def test_every_registered_function_is_called(duck, cli):
         r["function_name"]
         for r in rows(duck, "SELECT DISTINCT function_name FROM duckdb_functions()")
     }
-    ours = set(AGGREGATES) | set(SCALARS) | set(TWIN_CALLS) | {f"{n}_state" for n in TWINS}
+    ours = (
+        set(AGGREGATES)
+        | set(SCALARS)
+        | {n for n in TWIN_CALLS if not n.endswith("_list_merge")}
+        | {f"{n}_state" for n in TWINS}
+    )
     assert ours <= in_duckdb
     # Every calibsql function that DataFusion does not also have: the registry's.
     names = re.findall(r"^### `([a-z_]+)`", (REPO / "docs" / "functions.md").read_text(), re.M)
@@ -284,6 +322,8 @@ BAD.update({
     "ece_strategy": "ece(p_model, click, 10, 'nonsense')",
     "ece_constant": "ece(p_model, click, 10 + row_id % 2)",
 })
+# A class index past the last class, in the list forms.
+BAD.update({n: bad(c) for n, c in LIST_FORMS.items()})
 
 
 @pytest.mark.parametrize("name", list(BAD))
