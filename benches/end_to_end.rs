@@ -317,28 +317,40 @@ async fn main() {
     every_aggregate(rows, runs, &only).await;
 }
 
+/// A context with the realistic file of `rows` rows registered as `t` (the CTR-like one
+/// with `ctr`), the file written first when it is not there yet; and its path.
+async fn realistic_context(
+    rows: usize,
+    ctr: bool,
+) -> (datafusion::prelude::SessionContext, std::path::PathBuf) {
+    let path = if ctr {
+        realistic_ctr_path(rows)
+    } else {
+        realistic_path(rows)
+    };
+    if !path.exists() {
+        eprintln!("writing {rows} realistic rows to {}", path.display());
+        if ctr {
+            write_realistic_ctr(&path, rows).await;
+        } else {
+            write_realistic(&path, rows).await;
+        }
+    }
+    let ctx = calibsql::new_context();
+    ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    (ctx, path)
+}
+
 /// The multiclass issue's `cbpe` target: `cbpe(p)` within `auc(p, y)`'s time (both keep the
 /// rows and sort them), on the 50%-positive realistic file and on the CTR-like one.
 async fn cbpe_pairs(rows: usize, runs: Runs, only: &Only) {
-    for (label, path, ctr) in [
-        ("realistic cbpe(p)", realistic_path(rows), false),
-        ("ctr cbpe(p)", realistic_ctr_path(rows), true),
-    ] {
+    for (label, ctr) in [("realistic cbpe(p)", false), ("ctr cbpe(p)", true)] {
         if !only.wants(label) {
             continue;
         }
-        if !path.exists() {
-            eprintln!("writing {rows} rows to {}", path.display());
-            if ctr {
-                write_realistic_ctr(&path, rows).await;
-            } else {
-                write_realistic(&path, rows).await;
-            }
-        }
-        let ctx = calibsql::new_context();
-        ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
-            .await
-            .unwrap();
+        let (ctx, _) = realistic_context(rows, ctr).await;
         report_pair(
             &ctx,
             (label, "SELECT cbpe(p) FROM t"),
@@ -386,11 +398,7 @@ const REPORT_SQL: &str = "SELECT p, y, site, CAST(floor(p * 1e9) AS BIGINT) % 30
 /// field and a day column, against one `ece(p, y)` query (target: at most 10×), alternating
 /// runs as in [`time_pair`]; then the peak memory of `calibsql report` on it (target: 1 GiB).
 async fn report(rows: usize, runs: Runs) {
-    let path = realistic_path(rows);
-    let ctx = calibsql::new_context();
-    ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
-        .await
-        .unwrap();
+    let (ctx, path) = realistic_context(rows, false).await;
     let options = calibsql::report::ReportOptions {
         fields: vec!["site".to_string()],
         ..Default::default()
@@ -563,28 +571,14 @@ async fn every_aggregate(rows: usize, runs: Runs, only: &Only) {
         missing.is_empty(),
         "aggregates without a bench row: {missing:?}"
     );
-    for (label, path, f2) in [
-        ("every 50%", realistic_path(rows), "site"),
-        ("every ctr", realistic_ctr_path(rows), "app"),
-    ] {
+    for (label, ctr, f2) in [("every 50%", false, "site"), ("every ctr", true, "app")] {
         if !EVERY_AGGREGATE
             .iter()
             .any(|(name, _, _)| only.wants(&format!("{label} {name}")))
         {
             continue;
         }
-        if !path.exists() {
-            eprintln!("writing {rows} rows to {}", path.display());
-            if f2 == "app" {
-                write_realistic_ctr(&path, rows).await;
-            } else {
-                write_realistic(&path, rows).await;
-            }
-        }
-        let ctx = calibsql::new_context();
-        ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
-            .await
-            .unwrap();
+        let (ctx, path) = realistic_context(rows, ctr).await;
         println!(
             "{label}: every aggregate against avg over the columns it reads ({})",
             path.display()
@@ -607,15 +601,7 @@ async fn every_aggregate(rows: usize, runs: Runs, only: &Only) {
 /// rank-window AUC run by DataFusion and, when DuckDB is importable, by DuckDB (the issue's
 /// baseline; see [`duckdb_auc`]).
 async fn realistic(rows: usize, runs: Runs, only: &Only) {
-    let path = realistic_path(rows);
-    if !path.exists() {
-        eprintln!("writing {rows} realistic rows to {}", path.display());
-        write_realistic(&path, rows).await;
-    }
-    let ctx = calibsql::new_context();
-    ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
-        .await
-        .unwrap();
+    let (ctx, path) = realistic_context(rows, false).await;
     println!("realistic file (distinct float64 p/score/propensity, Int8 y, Zipf site):");
     let rank_auc =
         "SELECT (sum(CASE WHEN y = 1 THEN r END) - n1 * (n1 + 1) / 2.0) / (n1 * (cnt - n1)) FROM

@@ -93,28 +93,62 @@ rows_udaf!(
 /// None where its denominator is 0 (the AUC with no expected positive or no expected
 /// negative, precision with no row predicted positive, recall with no expected positive).
 fn expected(rows: &mut Rows, tally: &[Tally; 2], threshold: f64) -> Option<[Option<f64>; 5]> {
-    let mut sums = Sums::default();
-    // Rows kept as rows in at most two ascending parts with no tally (a group read in one
-    // partition, or the final group of two partial states, its scores distinct enough
-    // never to be counted): loops of their own over them; otherwise the generic sweep over
-    // the parts and tallies. Both add each distinct score once with its row count, in
-    // ascending order, so the result does not depend on which of them read the rows.
-    if !rows.weighted() && tally.iter().all(|t| t.len() == 0) {
-        let [negs, poss] = rows.sorted_parts();
-        let parts: Vec<&[f64]> = negs.into_iter().filter(|p| !p.is_empty()).collect();
-        if poss.iter().all(|p| p.is_empty()) && parts.len() <= 2 {
-            let (a, b) = (
-                parts.first().copied().unwrap_or(&[]),
-                parts.get(1).copied().unwrap_or(&[]),
-            );
-            // Rows below the threshold, then those at or above it.
-            let (a_cut, b_cut) = (below(a, threshold), below(b, threshold));
-            sums.sweep::<false>(&a[..a_cut], &b[..b_cut]);
-            sums.sweep::<true>(&a[a_cut..], &b[b_cut..]);
-            return sums.finish();
-        }
+    if rows.weighted() {
+        return sweep_all(rows, tally, threshold, &[]);
     }
+    // Unweighted rows kept as rows in at most two ascending parts with no tally (a group
+    // read in one partition, or the final group of two partial states, its scores distinct
+    // enough never to be counted): loops of their own over them, a chunk a core; otherwise
+    // the generic sweep over the parts and tallies. Both add each distinct score once with
+    // its row count, in ascending order, in the same chunks, so the result does not depend
+    // on which of them read the rows, nor on the cores.
+    let [negs, poss] = rows.sorted_parts();
+    let parts: Vec<&[f64]> = negs.into_iter().filter(|p| !p.is_empty()).collect();
+    let counted = [(&tally[0].p[..], &tally[0].n[..])];
+    let counted: &[(&[f64], &[u64])] = if tally[0].len() > 0 { &counted } else { &[] };
+    let cuts = chunk_cuts(&parts, counted);
+    let alone = poss.iter().all(|p| p.is_empty()) && tally[1].len() == 0;
+    if !(alone && counted.is_empty() && parts.len() <= 2) {
+        return sweep_all(rows, tally, threshold, &cuts);
+    }
+    let (a, b) = (
+        parts.first().copied().unwrap_or(&[]),
+        parts.get(1).copied().unwrap_or(&[]),
+    );
+    let chunk = |k: usize| {
+        // Chunk k's rows of a part, then those below the threshold among them.
+        let range = |part: &[f64]| {
+            let start = k.checked_sub(1).map_or(0, |i| below(part, cuts[i]));
+            let end = cuts.get(k).map_or(part.len(), |&cut| below(part, cut));
+            let cut = start + below(&part[start..end], threshold);
+            (start, cut, end)
+        };
+        let ((a0, a_cut, a1), (b0, b_cut, b1)) = (range(a), range(b));
+        let mut sums = Sums::default();
+        sums.sweep::<false>(&a[a0..a_cut], &b[b0..b_cut]);
+        sums.sweep::<true>(&a[a_cut..a1], &b[b_cut..b1]);
+        sums
+    };
+    let chunks = crate::parallel::map_in_order(cuts.len() + 1, crate::parallel::cores(), chunk);
+    Sums::joined(chunks).finish()
+}
+
+/// The generic reading of [`expected`]: the distinct scores of the rows and tallies, a new
+/// chunk at each of `cuts`.
+fn sweep_all(
+    rows: &mut Rows,
+    tally: &[Tally; 2],
+    threshold: f64,
+    cuts: &[f64],
+) -> Option<[Option<f64>; 5]> {
+    let mut chunks = vec![];
+    let mut sums = Sums::default();
+    let mut next = 0;
     for_each_score(rows, tally, |p, w, _| {
+        while next < cuts.len() && p >= cuts[next] {
+            chunks.push(std::mem::take(&mut sums));
+            next += 1;
+        }
         if p >= threshold {
             sums.add::<true>(p, w);
         } else {
@@ -122,12 +156,38 @@ fn expected(rows: &mut Rows, tally: &[Tally; 2], threshold: f64) -> Option<[Opti
         }
         sums.total += w;
     });
-    sums.finish()
+    chunks.push(sums);
+    Sums::joined(chunks).finish()
 }
 
-/// The rows of ascending `part` below `threshold`.
-fn below(part: &[f64], threshold: f64) -> usize {
-    part.partition_point(|&p| p < threshold)
+/// Unweighted rows from which a group is read in [`CHUNKS`] chunks (4M rows; 1,024 in the
+/// unit tests, so that they read their groups in chunks).
+#[cfg(not(test))]
+const CHUNKED_FROM: u64 = 1 << 22;
+#[cfg(test)]
+const CHUNKED_FROM: u64 = 1 << 10;
+
+/// The chunks of a group of at least [`CHUNKED_FROM`] rows.
+const CHUNKS: u64 = 4;
+
+/// Where the chunks of a group with ascending `parts` and `counted` rows begin, after the
+/// first: the scores at ranks n/4, n/2 and 3n/4 of its n rows (a chunk holds the scores from
+/// its cut to the next, so equal scores are in one chunk); none below [`CHUNKED_FROM`]
+/// rows. The same rows give the same cuts however they are split into parts.
+fn chunk_cuts(parts: &[&[f64]], counted: &[(&[f64], &[u64])]) -> Vec<f64> {
+    let n = parts.iter().map(|p| p.len() as u64).sum::<u64>()
+        + counted.iter().flat_map(|(_, n)| n.iter()).sum::<u64>();
+    if n < CHUNKED_FROM {
+        return vec![];
+    }
+    (1..CHUNKS)
+        .map(|k| crate::values::rank_of_sorted(parts, counted, k * n / CHUNKS))
+        .collect()
+}
+
+/// The rows of ascending `part` below `cut`.
+fn below(part: &[f64], cut: f64) -> usize {
+    part.partition_point(|&p| p < cut)
 }
 
 /// The sums `cbpe` reads off its rows in ascending p: the expected Mann–Whitney count, the
@@ -211,6 +271,23 @@ impl Sums {
             behind.advance(rest, i);
         }
         self.total += (a.len() + b.len()) as f64;
+    }
+
+    /// The sums of consecutive chunks of rows, each summed from zero, as if summed in one:
+    /// a later chunk's positives count every earlier chunk's negatives as below them.
+    fn joined(chunks: Vec<Sums>) -> Sums {
+        let mut chunks = chunks.into_iter();
+        let first = chunks.next().unwrap_or_default();
+        chunks.fold(first, |lo, hi| Sums {
+            pairs: lo.pairs + hi.pairs + hi.pos * lo.neg,
+            pos: lo.pos + hi.pos,
+            neg: lo.neg + hi.neg,
+            pos_below: lo.pos_below + hi.pos_below,
+            pos_above: lo.pos_above + hi.pos_above,
+            neg_below: lo.neg_below + hi.neg_below,
+            neg_above: lo.neg_above + hi.neg_above,
+            total: lo.total + hi.total,
+        })
     }
 
     fn finish(&self) -> Option<[Option<f64>; 5]> {
@@ -382,10 +459,12 @@ mod tests {
 
     /// One part, two parts (its own loops), three parts and a tally (the generic sweep) give
     /// the same bits, and the numbers the definitions give; the threshold at a tie puts the
-    /// whole tie above it.
+    /// whole tie above it. The groups here are read in chunks (a test's [`CHUNKED_FROM`]); the
+    /// one-sided groups below are not.
     #[test]
     fn every_reading_of_the_rows_agrees_with_the_definition() {
         let p = probabilities();
+        assert!(p.len() as u64 >= CHUNKED_FROM);
         for threshold in [0.5, 100.0 / 300.0, 0.0, 1.0 - 1e-9] {
             let want = by_definition(&p, threshold);
             let one = estimate(

@@ -282,8 +282,34 @@ fn sort_rows(p: &mut Vec<f64>, w: &mut Vec<f64>) {
     }
 }
 
-/// Rows from which both classes' own rows are sorted side by side, one a core.
+/// Rows a piece of a group's own rows needs to be sorted beside another, a piece a core.
 const PARALLEL_SORT_ROWS: usize = 1 << 16;
+
+/// Rows from which an unweighted class is sorted in two pieces ([`Rows::sort_own_both`]).
+const SPLIT_SORT_ROWS: usize = 1 << 20;
+
+/// A piece of a group's own rows to sort: keys of an unweighted class split in two, or a
+/// whole class's scores and weights.
+enum SortPiece<'a> {
+    Keys(&'a mut [f64]),
+    Rows(&'a mut Vec<f64>, &'a mut Vec<f64>),
+}
+
+impl SortPiece<'_> {
+    fn len(&self) -> usize {
+        match self {
+            SortPiece::Keys(k) => k.len(),
+            SortPiece::Rows(p, _) => p.len(),
+        }
+    }
+
+    fn sort(&mut self) {
+        match self {
+            SortPiece::Keys(k) => k.sort_unstable_by_key(|x| x.to_bits()),
+            SortPiece::Rows(p, w) => sort_rows(p, w),
+        }
+    }
+}
 
 /// Most sources (own rows and runs) per class that [`Rows::sorted_parts`] reads in place;
 /// past it the runs are copied into the group's own vectors and sorted with them.
@@ -392,18 +418,42 @@ impl Rows {
         sort_rows(&mut self.p[c], &mut self.w[c]);
     }
 
-    /// Sorts both classes' own rows, side by side (one a core) when both are large.
+    /// Sorts both classes' own rows, side by side (a piece a core) when there is more than
+    /// one large piece: an unweighted class of [`SPLIT_SORT_ROWS`] rows or more is split in
+    /// two at a sampled median of its keys ([`order::split_keys`]) and each side sorted on its
+    /// own, so that one large class (`cbpe`'s, or `auc`'s negatives) keeps two cores busy.
     fn sort_own_both(&mut self) {
-        if self.p.iter().any(|p| p.len() < PARALLEL_SORT_ROWS) {
-            (0..2).for_each(|c| self.sort_own(c));
-            return;
+        let cores = crate::parallel::cores();
+        let mut keyed = [false; 2];
+        let mut pieces: Vec<SortPiece> = vec![];
+        for (c, (p, w)) in self.p.iter_mut().zip(&mut self.w).enumerate() {
+            if cores > 1 && w.is_empty() && p.len() >= SPLIT_SORT_ROWS {
+                for x in p.iter_mut() {
+                    *x = f64::from_bits(order::key(*x));
+                }
+                let at = order::split_keys(p);
+                let (below, rest) = p.split_at_mut(at);
+                pieces.extend([SortPiece::Keys(below), SortPiece::Keys(rest)]);
+                keyed[c] = true;
+            } else {
+                pieces.push(SortPiece::Rows(p, w));
+            }
         }
-        let [p0, p1] = &mut self.p;
-        let [w0, w1] = &mut self.w;
-        let mut classes = [(p0, w0), (p1, w1)];
-        crate::parallel::for_each_mut(&mut classes, crate::parallel::cores(), |(p, w)| {
-            sort_rows(p, w)
-        });
+        pieces.sort_by_key(|piece| std::cmp::Reverse(piece.len()));
+        let large = pieces
+            .iter()
+            .filter(|p| p.len() >= PARALLEL_SORT_ROWS)
+            .count();
+        let threads = if large > 1 { cores } else { 1 };
+        crate::parallel::for_each_mut(&mut pieces, threads, SortPiece::sort);
+        drop(pieces);
+        for (p, keyed) in self.p.iter_mut().zip(keyed) {
+            if keyed {
+                for x in p.iter_mut() {
+                    *x = order::unkey(x.to_bits());
+                }
+            }
+        }
     }
 
     /// Makes every source of class `c` ascending for a spill to merge ([`Self::spill_sources`]):
@@ -1157,6 +1207,39 @@ impl ValueStore {
 mod tests {
     use super::*;
     use arrow::array::Int32Array;
+
+    /// A class large enough to be sorted in two pieces comes out as one sort of it does,
+    /// beside a small class and beside a weighted one (never split).
+    #[test]
+    fn a_class_sorted_in_two_pieces_is_sorted() {
+        let n = SPLIT_SORT_ROWS + 12_345;
+        let scores: Vec<f64> = (0..n as u64)
+            .map(|i| ((i * 2654435761) % 1_000_003) as f64 / 1_000_003.0)
+            .chain([-0.0, 0.0, 0.5, 0.5])
+            .collect();
+        let mut want = scores.clone();
+        sort_f64(&mut want);
+        let small: Vec<f64> = scores.iter().take(1000).copied().collect();
+        let mut want_small = small.clone();
+        sort_f64(&mut want_small);
+        let mut rows = Rows {
+            p: [scores.clone(), small],
+            ..Rows::default()
+        };
+        rows.sort_own_both();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&rows.p[0]), bits(&want));
+        assert_eq!(bits(&rows.p[1]), bits(&want_small));
+        let mut weighted = Rows {
+            p: [scores.clone(), vec![]],
+            w: [scores.iter().map(|x| 1.0 + x).collect(), vec![]],
+            ..Rows::default()
+        };
+        weighted.sort_own_both();
+        assert_eq!(bits(&weighted.p[0]), bits(&want));
+        let paired = weighted.p[0].iter().zip(&weighted.w[0]);
+        assert!(paired.into_iter().all(|(p, w)| *w == 1.0 + p));
+    }
 
     /// Three groups' rows through two partial stores and a final one, each spilling many
     /// times under an 8 KiB pool (more than [`MAX_SPILL_FILES`] files, so their runs are

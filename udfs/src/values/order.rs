@@ -33,6 +33,27 @@ pub(crate) fn sort_f64(v: &mut [f64]) {
     }
 }
 
+/// Splits `v`, holding order-preserving keys ([`key`]'s bits), in place around the median of
+/// a sample of them: the keys below it first. Returns where the others begin (0 when the
+/// median is the smallest key, as when most values are one). One pass, without a branch on
+/// the keys.
+pub(crate) fn split_keys(v: &mut [f64]) -> usize {
+    let step = (v.len() / 1024).max(1);
+    let mut sample: Vec<u64> = v.iter().step_by(step).map(|x| x.to_bits()).collect();
+    if sample.is_empty() {
+        return 0;
+    }
+    let middle = sample.len() / 2;
+    let pivot = *sample.select_nth_unstable(middle).1;
+    let mut below = 0;
+    for j in 0..v.len() {
+        let is_below = v[j].to_bits() < pivot;
+        v.swap(below, j);
+        below += usize::from(is_below);
+    }
+    below
+}
+
 /// The value of 0-based rank `k` (in `total_cmp` order) among ascending `parts` and
 /// `counted` (ascending distinct values, each with its rows), without a pass over them: a
 /// bisection of the order-preserving keys, counting the rows at or below a key by binary
@@ -316,6 +337,33 @@ mod tests {
             assert_eq!(got.to_bits(), want.to_bits(), "rank {k}");
         }
         assert_eq!(rank_of_sorted(&[&[0.25]], &[], 0), 0.25);
+    }
+
+    /// `split_keys` puts every key below the sampled median before every other, keeps the
+    /// keys, and splits nothing off when most keys are one value.
+    #[test]
+    fn split_keys_splits_at_a_sampled_median() {
+        let keyed = |v: &[f64]| -> Vec<f64> { v.iter().map(|&x| f64::from_bits(key(x))).collect() };
+        let bits = |v: &[f64]| -> Vec<u64> {
+            let mut b: Vec<u64> = v.iter().map(|x| x.to_bits()).collect();
+            b.sort_unstable();
+            b
+        };
+        let values: Vec<f64> = (0..100_000u64)
+            .map(|i| ((i * 7919) % 10_007) as f64 / 10_007.0 - 0.25)
+            .chain([-0.0, 0.0, f64::MIN_POSITIVE])
+            .collect();
+        let mut v = keyed(&values);
+        let before = bits(&v);
+        let at = split_keys(&mut v);
+        assert!(at > 30_000 && at < 70_000, "split at {at} of {}", v.len());
+        let low = v[..at].iter().map(|x| x.to_bits()).max().unwrap();
+        let high = v[at..].iter().map(|x| x.to_bits()).min().unwrap();
+        assert!(low < high);
+        assert_eq!(bits(&v), before);
+        let mut same = keyed(&[0.5; 5000]);
+        assert_eq!(split_keys(&mut same), 0);
+        assert_eq!(split_keys(&mut []), 0);
     }
 
     #[test]
