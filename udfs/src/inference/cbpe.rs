@@ -491,16 +491,8 @@ mod tests {
             let three = estimate(in_runs(3), Default::default(), threshold);
             // The first half counted, the second kept as rows.
             let (counted, kept) = p.split_at(p.len() / 2);
-            let mut tally = Tally::default();
-            for v in sorted(counted.to_vec()) {
-                match tally.p.last() {
-                    Some(&last) if last == v => *tally.n.last_mut().unwrap() += 1,
-                    _ => {
-                        tally.p.push(v);
-                        tally.n.push(1);
-                    }
-                }
-            }
+            let tally =
+                Tally::default().merged(sorted(counted.to_vec()).into_iter().map(|v| (v, 1)));
             let tallied = estimate(
                 Rows {
                     p: [kept.to_vec(), vec![]],

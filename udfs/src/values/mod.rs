@@ -427,7 +427,9 @@ impl Rows {
         let mut keyed = [false; 2];
         let mut pieces: Vec<SortPiece> = vec![];
         for (c, (p, w)) in self.p.iter_mut().zip(&mut self.w).enumerate() {
-            if cores > 1 && w.is_empty() && p.len() >= SPLIT_SORT_ROWS {
+            // A class already sorted (a second reading of a group) is left as it is: a split
+            // would undo its order.
+            if cores > 1 && w.is_empty() && p.len() >= SPLIT_SORT_ROWS && !is_sorted_f64(p) {
                 for x in p.iter_mut() {
                     *x = f64::from_bits(order::key(*x));
                 }
