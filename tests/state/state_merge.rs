@@ -274,6 +274,105 @@ async fn states_that_do_not_belong_together_are_errors() {
     );
 }
 
+/// A stored state holding rows (`auc`'s layout: `neg_p`, `pos_p`, `neg_w`, `pos_w`, …) whose
+/// scores are not probabilities, or whose weights are not weights, is refused where a `_merge`
+/// takes it, naming the function, the field and the value, for every aggregate that keeps
+/// rows. Such a state is written by hand here: the real state of the case, one list replaced.
+/// A NaN among 10,000 ascending scores (a merged run, not copied) once sent `cbpe_merge`,
+/// `hosmer_lemeshow_merge` and `calibration_decomposition_merge` into an endless loop.
+#[tokio::test]
+async fn stored_rows_that_are_not_probabilities_are_errors() {
+    use datafusion::arrow::array::{Array, AsArray};
+    let ctx = context().await;
+    let mut covered = 0;
+    for (f, args) in CASES {
+        let state = run(&ctx, &format!("SELECT {f}_state({args}) AS st FROM t")).await;
+        let state = state.iter().find(|b| b.num_rows() > 0).expect("a row");
+        let inner = state.column(0).as_struct().column_by_name("state").unwrap();
+        let fields: Vec<String> = match inner.data_type() {
+            datafusion::arrow::datatypes::DataType::Struct(fs) => {
+                fs.iter().map(|f| f.name().clone()).collect()
+            }
+            other => panic!("{f}: state of type {other}"),
+        };
+        if !fields.iter().any(|n| n == "neg_p") {
+            continue;
+        }
+        covered += 1;
+        // A per-class state lists each class's binary state: one list more around each.
+        let neg_w = inner.as_struct().column_by_name("neg_w").unwrap();
+        let per_class = matches!(
+            neg_w.data_type(),
+            datafusion::arrow::datatypes::DataType::List(f) if f.data_type().is_nested()
+        );
+        let first_class = match per_class {
+            true => neg_w.as_list::<i32>().value(0).as_list::<i32>().value(0),
+            false => neg_w.as_list::<i32>().value(0),
+        };
+        let weighted = !first_class.is_empty();
+        let classes = |list: &str| match per_class {
+            true => format!("make_array({list}, {list}, {list})"),
+            false => list.to_string(),
+        };
+        let long = |bad: &str| {
+            format!(
+                "(SELECT array_append(array_agg(CAST(value AS DOUBLE) / 20000.0 ORDER BY value), {bad})
+                  FROM generate_series(1, 10000))"
+            )
+        };
+        // (the field named, neg_p, neg_w (None: the state's own), the error's end)
+        let cases: Vec<(&str, String, Option<&str>, &str)> = if weighted {
+            // Scores and weights of equal length; a negative weight.
+            vec![(
+                "neg_w",
+                "[0.1, 0.2, 0.3]".into(),
+                Some("[1.0, -1.0, 1.0]"),
+                "holds -1, not a weight",
+            )]
+        } else {
+            vec![
+                (
+                    "neg_p",
+                    long("'NaN'::double"),
+                    None,
+                    "holds NaN, not a probability",
+                ),
+                ("neg_p", long("5.0"), None, "holds 5, not a probability"),
+                (
+                    "neg_p",
+                    "[-0.5]".into(),
+                    None,
+                    "holds -0.5, not a probability",
+                ),
+            ]
+        };
+        for (field, neg_p, neg_w, want) in cases {
+            let rebuilt: Vec<String> = fields
+                .iter()
+                .map(|n| match (n.as_str(), neg_w) {
+                    ("neg_p", _) => format!("'neg_p', {}", classes(&neg_p)),
+                    ("neg_w", Some(w)) => format!("'neg_w', {}", classes(w)),
+                    _ => format!("'{n}', st['state']['{n}']"),
+                })
+                .collect();
+            let sql = format!(
+                "WITH s AS (SELECT {f}_state({args}) AS st FROM t),
+                 m AS (SELECT named_struct('format', st['format'], 'function', st['function'],
+                        'params', st['params'], 'state', named_struct({})) AS x FROM s)
+                 SELECT {f}_merge(x) FROM (SELECT x FROM m UNION ALL SELECT x FROM m)",
+                rebuilt.join(", ")
+            );
+            let e = error(&ctx, &sql).await;
+            let want = format!("a stored state's {field} {want}");
+            assert!(
+                e.contains(&format!("{f}: {want}")) || e.contains(&format!("{f}_merge: {want}")),
+                "{f}({args}): {e}\nwanted: {want}"
+            );
+        }
+    }
+    assert!(covered >= 3, "only {covered} cases keep rows");
+}
+
 /// A fit's state stored before the fits kept rows (format 1 without `neg_s` and `pos_s`:
 /// every row in its points, one per distinct score) still merges, into the model of the same
 /// rows. The old state is written here as that calibsql wrote it: points summed with SQL's

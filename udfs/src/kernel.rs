@@ -37,6 +37,13 @@ pub(crate) trait Kernel: Send + Sync + Debug + 'static {
     fn update(&mut self, values: &[ArrayRef], groups: &[usize], filter: Filter) -> Result<()>;
     /// Adds partial states (as produced by [`Kernel::state`]).
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()>;
+    /// Refuses a stored state (one a `_merge` twin is given, which anyone may have written)
+    /// holding values this kernel's reading is not defined for; called before
+    /// [`Kernel::merge`] takes it. The partial states within a query come from the kernel's
+    /// own `update` and are not checked again. Nothing to check by default.
+    fn check_stored(&self, _states: &[ArrayRef]) -> Result<()> {
+        Ok(())
+    }
     /// The partial state of groups in `range`, one array per state field.
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>>;
     /// The partial state of groups in `range` when nothing will read those groups again
@@ -647,6 +654,14 @@ macro_rules! delegate_to_inner {
             groups: &[usize],
         ) -> datafusion_common::Result<()> {
             self.$inner.merge(states, groups)
+        }
+    };
+    (@ $inner:ident check_stored) => {
+        fn check_stored(
+            &self,
+            states: &[arrow::array::ArrayRef],
+        ) -> datafusion_common::Result<()> {
+            self.$inner.check_stored(states)
         }
     };
     (@ $inner:ident state) => {

@@ -101,36 +101,79 @@ fn expected(rows: &mut Rows, tally: &[Tally; 2], threshold: f64) -> Option<[Opti
     // enough never to be counted): loops of their own over them, a chunk a core; otherwise
     // the generic sweep over the parts and tallies. Both add each distinct score once with
     // its row count, in ascending order, in the same chunks, so the result does not depend
-    // on which of them read the rows, nor on the cores.
-    let [negs, poss] = rows.sorted_parts();
-    let parts: Vec<&[f64]> = negs.into_iter().filter(|p| !p.is_empty()).collect();
+    // on which of them read the rows, nor on the cores. The loops take the merged runs'
+    // order on trust and check it as they read: a run out of order (a state not written
+    // by `cbpe`) is sorted and the rows read again.
     let counted = [(&tally[0].p[..], &tally[0].n[..])];
     let counted: &[(&[f64], &[u64])] = if tally[0].len() > 0 { &counted } else { &[] };
+    let alone = counted.is_empty() && tally[1].len() == 0;
+    if alone {
+        if let Some(sums) = in_own_loops(rows.parts_runs_trusted(), threshold) {
+            return sums.finish();
+        }
+    }
+    let [negs, poss] = rows.sorted_parts();
+    if alone {
+        if let Some(sums) = in_own_loops([negs.clone(), poss], threshold) {
+            return sums.finish();
+        }
+    }
+    let parts: Vec<&[f64]> = negs.into_iter().filter(|p| !p.is_empty()).collect();
     let cuts = chunk_cuts(&parts, counted);
-    let alone = poss.iter().all(|p| p.is_empty()) && tally[1].len() == 0;
-    if !(alone && counted.is_empty() && parts.len() <= 2) {
-        return sweep_all(rows, tally, threshold, &cuts);
+    sweep_all(rows, tally, threshold, &cuts)
+}
+
+/// The sums of a group of rows in at most two parts, all on the negatives' side, read in
+/// loops of their own, a chunk a core. None when the rows are not such (more parts, or
+/// positives), or when a part is not ascending.
+fn in_own_loops([negs, poss]: [Vec<&[f64]>; 2], threshold: f64) -> Option<Sums> {
+    let parts: Vec<&[f64]> = negs.into_iter().filter(|p| !p.is_empty()).collect();
+    if parts.len() > 2 || poss.iter().any(|p| !p.is_empty()) {
+        return None;
     }
     let (a, b) = (
         parts.first().copied().unwrap_or(&[]),
         parts.get(1).copied().unwrap_or(&[]),
     );
-    let chunk = |k: usize| {
+    // The cuts of parts out of order are some values: the chunks' checks below fail.
+    let cuts = chunk_cuts(&parts, &[]);
+    let chunk = |k: usize| -> Option<Sums> {
+        // The scores chunk k holds: from its cut to the next.
+        let (lo, hi) = (
+            k.checked_sub(1).map_or(f64::NEG_INFINITY, |i| cuts[i]),
+            cuts.get(k).copied().unwrap_or(f64::INFINITY),
+        );
         // Chunk k's rows of a part, then those below the threshold among them.
         let range = |part: &[f64]| {
-            let start = k.checked_sub(1).map_or(0, |i| below(part, cuts[i]));
-            let end = cuts.get(k).map_or(part.len(), |&cut| below(part, cut));
-            let cut = start + below(&part[start..end], threshold);
-            (start, cut, end)
+            let start = if lo == f64::NEG_INFINITY {
+                0
+            } else {
+                below(part, lo)
+            };
+            let end = if hi == f64::INFINITY {
+                part.len()
+            } else {
+                below(part, hi)
+            };
+            (start <= end).then(|| (start, start + below(&part[start..end], threshold), end))
         };
-        let ((a0, a_cut, a1), (b0, b_cut, b1)) = (range(a), range(b));
+        let ((a0, a_cut, a1), (b0, b_cut, b1)) = (range(a)?, range(b)?);
+        let first = a[a0..a1].first().into_iter().chain(b[b0..b1].first());
+        let first = first.copied().reduce(f64::min);
         let mut sums = Sums::default();
-        sums.sweep::<false>(&a[a0..a_cut], &b[b0..b_cut]);
-        sums.sweep::<true>(&a[a_cut..a1], &b[b_cut..b1]);
-        sums
+        let mut order = Order::new();
+        sums.sweep::<false>(&a[a0..a_cut], &b[b0..b_cut], &mut order);
+        sums.sweep::<true>(&a[a_cut..a1], &b[b_cut..b1], &mut order);
+        // Each score above the one before, the first and last within the chunk's: the parts
+        // are ascending.
+        let within = first.is_none_or(|first| first >= lo && order.last < hi);
+        (order.ascending && within).then_some(sums)
     };
     let chunks = crate::parallel::map_in_order(cuts.len() + 1, crate::parallel::cores(), chunk);
-    Sums::joined(chunks).finish()
+    chunks
+        .into_iter()
+        .collect::<Option<Vec<Sums>>>()
+        .map(Sums::joined)
 }
 
 /// The generic reading of [`expected`]: the distinct scores of the rows and tallies, a new
@@ -190,6 +233,23 @@ fn below(part: &[f64], cut: f64) -> usize {
     part.partition_point(|&p| p < cut)
 }
 
+/// What a reading of parts taken on trust saw of their order: each score it added above
+/// the one before (ties are added once), and the last.
+#[derive(Clone, Copy)]
+struct Order {
+    last: f64,
+    ascending: bool,
+}
+
+impl Order {
+    fn new() -> Self {
+        Order {
+            last: f64::NEG_INFINITY,
+            ascending: true,
+        }
+    }
+}
+
 /// The sums `cbpe` reads off its rows in ascending p: the expected Mann–Whitney count, the
 /// expected positives' and negatives' weights so far (the same sums whatever the threshold),
 /// and the confusion cells: the weights below the threshold are those so far at its last
@@ -230,16 +290,25 @@ impl Sums {
 
     /// Adds the rows of ascending `a` and `b` (unweighted probabilities, all on the side of
     /// the threshold `ABOVE` says), merged: each distinct score once, with its rows in
-    /// both. Which part holds the next score is as likely one as the other, so the merge
-    /// steps without a branch on it; ties are rare among distinct scores.
-    fn sweep<const ABOVE: bool>(&mut self, a: &[f64], b: &[f64]) {
+    /// both, each score told to `order`. Which part holds the next score is as likely one
+    /// as the other, so the merge steps without a branch on it; ties are rare among
+    /// distinct scores.
+    // The merge's steps negate comparisons so that a NaN, which compares false, still moves it
+    // on (and the order check refuses it).
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    fn sweep<const ABOVE: bool>(&mut self, a: &[f64], b: &[f64], order: &mut Order) {
         let (mut behind_a, mut behind_b) = (ReadBehind::new(a), ReadBehind::new(b));
+        let Order {
+            mut last,
+            mut ascending,
+        } = *order;
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
             let (x, y) = (a[i], b[j]);
             let v = if y < x { y } else { x };
-            i += usize::from(x <= y);
-            j += usize::from(y <= x);
+            // A step moves on whatever the values: `!(y < x)` is `x <= y` but for a NaN.
+            i += usize::from(!(y < x));
+            j += usize::from(!(x < y));
             let mut rows = 1 + usize::from(x == y);
             while i < a.len() && a[i] == v {
                 i += 1;
@@ -250,6 +319,8 @@ impl Sums {
                 rows += 1;
             }
             self.add::<ABOVE>(v, rows as f64);
+            ascending &= v > last;
+            last = v;
             behind_a.advance(a, i);
             behind_b.advance(b, j);
         }
@@ -268,9 +339,12 @@ impl Sums {
                 i += 1;
             }
             self.add::<ABOVE>(v, (i - start) as f64);
+            ascending &= v > last;
+            last = v;
             behind.advance(rest, i);
         }
         self.total += (a.len() + b.len()) as f64;
+        *order = Order { last, ascending };
     }
 
     /// The sums of consecutive chunks of rows, each summed from zero, as if summed in one:
@@ -326,7 +400,7 @@ struct CbpeKernel {
 }
 
 impl Kernel for CbpeKernel {
-    crate::kernel::delegate_to_inner!(inner: resize, num_groups, merge, state, take_state, drain, size);
+    crate::kernel::delegate_to_inner!(inner: resize, num_groups, merge, check_stored, state, take_state, drain, size);
 
     fn empty(&self) -> Result<Self> {
         Ok(Self {
@@ -457,8 +531,8 @@ mod tests {
             .map(|x| x.expect("a denominator"))
     }
 
-    /// One part, two parts (its own loops), three parts and a tally (the generic sweep) give
-    /// the same bits, and the numbers the definitions give; the threshold at a tie puts the
+    /// One part, two parts (its own loops), two parts out of order, three parts and a tally
+    /// (the generic sweep) give the same bits, and the numbers the definitions give; the threshold at a tie puts the
     /// whole tie above it. The groups here are read in chunks (a test's [`CHUNKED_FROM`]); the
     /// one-sided groups below are not.
     #[test]
@@ -488,6 +562,21 @@ mod tests {
                 ..Rows::default()
             };
             let two = estimate(in_runs(2), Default::default(), threshold);
+            // Merged runs out of order (a state not written by `cbpe`), read on trust first:
+            // one descending, and one whose halves are swapped, each half ascending (every
+            // chunk of it in order, the chunks not).
+            let out_of_order = |run: fn(&mut Vec<f64>)| {
+                let mut rows = in_runs(2);
+                let mut first = rows.runs[0][0].to_vec();
+                run(&mut first);
+                rows.runs[0][0] = ScalarBuffer::from(first);
+                estimate(rows, Default::default(), threshold)
+            };
+            let reversed = out_of_order(|r| r.reverse());
+            let swapped = out_of_order(|r| {
+                let half = r.len() / 2;
+                r.rotate_left(half)
+            });
             let three = estimate(in_runs(3), Default::default(), threshold);
             // The first half counted, the second kept as rows.
             let (counted, kept) = p.split_at(p.len() / 2);
@@ -501,7 +590,13 @@ mod tests {
                 [tally, Tally::default()],
                 threshold,
             );
-            for (name, got) in [("two", two), ("three", three), ("tallied", tallied)] {
+            for (name, got) in [
+                ("two", two),
+                ("reversed", reversed),
+                ("swapped", swapped),
+                ("three", three),
+                ("tallied", tallied),
+            ] {
                 let same = got
                     .iter()
                     .zip(&one)

@@ -38,7 +38,7 @@ impl<const K: usize> fmt::Debug for RowsStructKernel<K> {
 }
 
 impl<const K: usize> Kernel for RowsStructKernel<K> {
-    crate::kernel::delegate_to_inner!(auc: resize, num_groups, update, merge, state, take_state, drain, size);
+    crate::kernel::delegate_to_inner!(auc: resize, num_groups, update, merge, check_stored, state, take_state, drain, size);
 
     fn empty(&self) -> Result<Self> {
         Ok(Self {

@@ -396,6 +396,11 @@ impl Kernel for AucKernel {
         Ok(())
     }
 
+    fn check_stored(&self, states: &[ArrayRef]) -> Result<()> {
+        // The tallies are checked where they are merged.
+        self.store.check_stored(states)
+    }
+
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         let mut out = self.store.state(range.clone());
         out.extend(Self::tally_state(&self.tallies[range]));

@@ -596,6 +596,11 @@ impl Kernel for BinnedKernel {
         }
     }
 
+    fn check_stored(&self, states: &[ArrayRef]) -> Result<()> {
+        // The rows' lists (read by the strategies whose edges depend on the rows).
+        self.values.check_stored(&states[BinStats::LEN..])
+    }
+
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         if self.fixed.is_none() {
             return self.values.merge(&states[BinStats::LEN..], groups);

@@ -297,6 +297,15 @@ impl<K: Kernel> Kernel for PerClass<K> {
         self.inner.retractable()
     }
 
+    fn check_stored(&self, states: &[ArrayRef]) -> Result<()> {
+        // Each field lists the classes' binary states: their values are the inner state.
+        let inner: Vec<ArrayRef> = states
+            .iter()
+            .map(|s| Arc::clone(s.as_list::<i32>().values()))
+            .collect();
+        self.inner.check_stored(&inner)
+    }
+
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         let lists: Vec<&ListArray> = states.iter().map(|s| s.as_list::<i32>()).collect();
         let Some(first) = lists.first() else {

@@ -238,5 +238,5 @@ impl Kernel for TopLabelKernel {
         self.inner.retractable()
     }
 
-    delegate_to_inner!(inner: resize, num_groups, merge, state, drain, size);
+    delegate_to_inner!(inner: resize, num_groups, merge, check_stored, state, drain, size);
 }

@@ -360,13 +360,16 @@ with {}_state",
         Ok(rows)
     }
 
-    /// `f(kernel, states, groups)` over the chosen rows.
+    /// Merges (or `unmerge`s) the chosen rows of the states' columns `children` into
+    /// `groups`; `stored` states (a user's, not this aggregate's own partial states) are
+    /// checked first ([`Kernel::check_stored`]).
     fn apply(
         &mut self,
         children: &[ArrayRef],
         rows: Vec<u32>,
         groups: &[usize],
         unmerge: bool,
+        stored: bool,
     ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
@@ -378,6 +381,9 @@ with {}_state",
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let g: Vec<usize> = idx.values().iter().map(|&r| groups[r as usize]).collect();
         let kernel = self.kernel.as_mut().expect("built by accept");
+        if stored {
+            kernel.check_stored(&taken)?;
+        }
         if unmerge {
             kernel.unmerge(&taken, &g)
         } else {
@@ -398,7 +404,7 @@ with {}_state",
             return exec_err!("{}: malformed state struct", self.name);
         };
         let children = state.as_struct().columns().to_vec();
-        self.apply(&children, rows, groups, unmerge)
+        self.apply(&children, rows, groups, unmerge, true)
     }
 }
 
@@ -437,7 +443,7 @@ impl Kernel for MergeKernel {
                 rows.push(r as u32);
             }
         }
-        self.apply(&states[1..], rows, groups, false)
+        self.apply(&states[1..], rows, groups, false, false)
     }
     fn state(&self, range: Range<usize>) -> Result<Vec<ArrayRef>> {
         let n = range.len();

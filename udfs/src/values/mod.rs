@@ -36,7 +36,7 @@ use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::FieldRef;
 use arrow::datatypes::Float64Type;
-use datafusion_common::{internal_err, Result};
+use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
     all_probabilities, all_weights, check_p, check_w, check_y, f64_list_state_fields, f64_lists,
@@ -123,7 +123,7 @@ pub(crate) struct RowsKernel {
 }
 
 impl Kernel for RowsKernel {
-    crate::kernel::delegate_to_inner!(store: resize, num_groups, update, merge, drain, size);
+    crate::kernel::delegate_to_inner!(store: resize, num_groups, update, merge, check_stored, drain, size);
 
     fn empty(&self) -> Result<Self> {
         Ok(RowsKernel {
@@ -553,17 +553,28 @@ impl Rows {
     /// spilled runs and more sources than that merges them all into one spilled run instead
     /// (its memory stays free).
     pub(crate) fn sorted_parts(&mut self) -> [Vec<&[f64]>; 2] {
-        self.make_parts_sorted();
+        self.make_parts_sorted(true);
+        [self.parts(0), self.parts(1)]
+    }
+
+    /// [`Self::sorted_parts`], taking the merged runs' order on trust: a merged run is not
+    /// read to check that it is ascending (a pass over every row, from memory: the runs are
+    /// rarely in a cache by then). For a reader that checks the order as it reads the parts,
+    /// and calls [`Self::sorted_parts`] when one is out of order.
+    pub(crate) fn parts_runs_trusted(&mut self) -> [Vec<&[f64]>; 2] {
+        self.make_parts_sorted(false);
         [self.parts(0), self.parts(1)]
     }
 
     /// [`Self::sorted_parts`] with each part's weights (empty slices in an unweighted group).
     pub(crate) fn sorted_weighted_parts(&mut self) -> [Vec<(&[f64], &[f64])>; 2] {
-        self.make_parts_sorted();
+        self.make_parts_sorted(true);
         [0, 1].map(|c| self.sources(c))
     }
 
-    fn make_parts_sorted(&mut self) {
+    /// Sorts the own rows, and absorbs into them the runs that are not ascending (checked
+    /// when `check_runs`) or too many to read in place.
+    fn make_parts_sorted(&mut self, check_runs: bool) {
         for c in 0..2 {
             // Under a memory limit (the class has spilled), weighted rows too many to sort
             // in memory without 8 bytes a row more are written out beside the spilled runs.
@@ -580,7 +591,7 @@ impl Rows {
             {
                 continue;
             }
-            let sorted = self.runs[c].iter().all(|r| is_sorted_f64(r));
+            let sorted = !check_runs || self.runs[c].iter().all(|r| is_sorted_f64(r));
             if !sorted || sources > MAX_SORTED_PARTS {
                 self.absorb_runs_of(c);
                 if self.spilled[c].len() + 1 > MAX_SORTED_PARTS {
@@ -1090,6 +1101,36 @@ impl ValueStore {
 
     /// Merges four list columns as produced by [`ValueStore::state`]. An unweighted span of
     /// at least [`MIN_RUN`] scores is kept as a run (a slice of the state's buffer, no copy).
+    /// Refuses a stored state ([`Kernel::check_stored`]) whose scores are not probabilities
+    /// or whose weights are not finite and non-negative (`auc_test`'s second scores, in the
+    /// weights' place, are probabilities): what the rows' readers are defined for, and what
+    /// [`Self::update`] lets in.
+    pub(crate) fn check_stored(&self, states: &[ArrayRef]) -> Result<()> {
+        for (k, state) in states.iter().take(STATE_NAMES.len()).enumerate() {
+            let (offsets, values) = list_parts(state);
+            let (first, last) = (offsets.first(), offsets.last());
+            let values = match (first, last) {
+                (Some(&a), Some(&b)) => &values[a as usize..b as usize],
+                _ => &[][..],
+            };
+            let (ok, rule): (fn(&[f64]) -> bool, &str) = if k < 2 || self.paired.is_some() {
+                (all_probabilities, "a probability in [0, 1]")
+            } else {
+                (all_weights, "a weight (finite and >= 0)")
+            };
+            if !ok(values) {
+                let bad = values.iter().find(|&&x| !ok(&[x])).copied();
+                return exec_err!(
+                    "{}: a stored state's {} holds {}, not {rule}",
+                    self.func,
+                    STATE_NAMES[k],
+                    bad.unwrap_or(f64::NAN)
+                );
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         let weighted = self.weighted();
         let cols: Vec<(&[i32], &[f64])> = states[..4].iter().map(list_parts).collect();
