@@ -371,6 +371,32 @@ async fn stored_rows_that_are_not_probabilities_are_errors() {
         }
     }
     assert!(covered >= 3, "only {covered} cases keep rows");
+    // smooth_ece's rows (below its grid's threshold) with their labels.
+    for (rows_p, rows_y, want) in [
+        (
+            "[0.2, 'NaN'::double]",
+            "[0.0, 1.0]",
+            "rows_p holds NaN, not a probability",
+        ),
+        ("[0.2, 0.4]", "[0.0, 2.0]", "rows_y holds 2, not 0 or 1"),
+    ] {
+        let e = error(
+            &ctx,
+            &format!(
+                "WITH s AS (SELECT smooth_ece_state(p, y) AS st FROM t WHERE id < 20)
+                 SELECT smooth_ece_merge(named_struct('format', st['format'],
+                   'function', st['function'], 'params', st['params'],
+                   'state', named_struct('rows_p', {rows_p}, 'rows_y', {rows_y},
+                     'grid_residual', st['state']['grid_residual'],
+                     'grid_count', st['state']['grid_count'], 'n', st['state']['n']))) FROM s"
+            ),
+        )
+        .await;
+        assert!(
+            e.contains(&format!("smooth_ece: a stored state's {want}")),
+            "{e}"
+        );
+    }
 }
 
 /// A fit's state stored before the fits kept rows (format 1 without `neg_s` and `pos_s`:

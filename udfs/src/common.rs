@@ -716,3 +716,13 @@ pub(crate) fn list_parts(a: &ArrayRef) -> (&[i32], &[f64]) {
     let v = l.values().as_primitive::<Float64Type>();
     (l.value_offsets(), v.values())
 }
+
+/// The values the rows of a list state column hold (those of [`list_parts`] between its
+/// first and last offsets), for checking a stored state (`Kernel::check_stored`).
+pub(crate) fn list_values(a: &ArrayRef) -> &[f64] {
+    let (offsets, values) = list_parts(a);
+    match (offsets.first(), offsets.last()) {
+        (Some(&a), Some(&b)) => &values[a as usize..b as usize],
+        _ => &[],
+    }
+}

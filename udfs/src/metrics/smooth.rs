@@ -18,7 +18,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array};
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
-use datafusion_common::{internal_err, Result};
+use datafusion_common::{exec_err, internal_err, Result};
 use datafusion_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion_expr::utils::format_state_name;
 use datafusion_expr::{AggregateUDFImpl, Documentation, Signature};
@@ -26,7 +26,7 @@ use datafusion_macros::user_doc;
 
 use crate::common::{
     all_probabilities, args, check_p, check_y, f64_list_state_fields, f64s, for_each_row,
-    list_array, list_parts, literal_checked, usable_rows, Arg, CallShape,
+    list_array, list_parts, list_values, literal_checked, usable_rows, Arg, CallShape,
 };
 use crate::kernel::Filter;
 use crate::kernel::{kernel_aggregate, kernel_udaf_common, signature_from_shape, Kernel};
@@ -514,6 +514,24 @@ impl Kernel for SmoothKernel {
             self.add_row(groups[i], pi, yi);
             Ok(())
         })
+    }
+
+    fn check_stored(&self, states: &[ArrayRef]) -> Result<()> {
+        let p = list_values(&states[0])
+            .iter()
+            .find(|&&p| !(0.0..=1.0).contains(&p));
+        if let Some(p) = p {
+            return exec_err!(
+                "smooth_ece: a stored state's rows_p holds {p}, not a probability in [0, 1]"
+            );
+        }
+        let y = list_values(&states[1])
+            .iter()
+            .find(|&&y| y != 0.0 && y != 1.0);
+        if let Some(y) = y {
+            return exec_err!("smooth_ece: a stored state's rows_y holds {y}, not 0 or 1");
+        }
+        Ok(())
     }
 
     fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {

@@ -40,7 +40,7 @@ use datafusion_common::{exec_err, internal_err, Result};
 
 use crate::common::{
     all_probabilities, all_weights, check_p, check_w, check_y, f64_list_state_fields, f64_lists,
-    f64s, for_each_row, list_array, list_parts, usable_rows_pyw,
+    f64s, for_each_row, list_array, list_parts, list_values, usable_rows_pyw,
 };
 use crate::kernel::Filter;
 use crate::kernel::Kernel;
@@ -1107,12 +1107,7 @@ impl ValueStore {
     /// [`Self::update`] lets in.
     pub(crate) fn check_stored(&self, states: &[ArrayRef]) -> Result<()> {
         for (k, state) in states.iter().take(STATE_NAMES.len()).enumerate() {
-            let (offsets, values) = list_parts(state);
-            let (first, last) = (offsets.first(), offsets.last());
-            let values = match (first, last) {
-                (Some(&a), Some(&b)) => &values[a as usize..b as usize],
-                _ => &[][..],
-            };
+            let values = list_values(state);
             let (ok, rule): (fn(&[f64]) -> bool, &str) = if k < 2 || self.paired.is_some() {
                 (all_probabilities, "a probability in [0, 1]")
             } else {
