@@ -143,7 +143,9 @@ fn in_own_loops([negs, poss]: [Vec<&[f64]>; 2], threshold: f64) -> Option<Sums> 
             k.checked_sub(1).map_or(f64::NEG_INFINITY, |i| cuts[i]),
             cuts.get(k).copied().unwrap_or(f64::INFINITY),
         );
-        // Chunk k's rows of a part, then those below the threshold among them.
+        // Chunk k's rows of a part, then those below the threshold among them. The first
+        // chunk starts at a part's first row and the last ends at its last, whatever they
+        // hold (a NaN is not below infinity: it stays in the last chunk, for the checks).
         let range = |part: &[f64]| {
             let start = if lo == f64::NEG_INFINITY {
                 0
@@ -532,8 +534,8 @@ mod tests {
     }
 
     /// One part, two parts (its own loops), two parts out of order, three parts and a tally
-    /// (the generic sweep) give the same bits, and the numbers the definitions give; the threshold at a tie puts the
-    /// whole tie above it. The groups here are read in chunks (a test's [`CHUNKED_FROM`]); the
+    /// (the generic sweep) give the same bits, and the numbers the definitions give; the
+    /// threshold at a tie puts the whole tie above it. The groups here are read in chunks (a test's [`CHUNKED_FROM`]); the
     /// one-sided groups below are not.
     #[test]
     fn every_reading_of_the_rows_agrees_with_the_definition() {
