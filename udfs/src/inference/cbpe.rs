@@ -143,15 +143,11 @@ fn in_own_loops([negs, poss]: [Vec<&[f64]>; 2], threshold: f64) -> Option<Sums> 
             k.checked_sub(1).map_or(f64::NEG_INFINITY, |i| cuts[i]),
             cuts.get(k).copied().unwrap_or(f64::INFINITY),
         );
-        // Chunk k's rows of a part, then those below the threshold among them. The first
-        // chunk starts at a part's first row and the last ends at its last, whatever they
-        // hold (a NaN is not below infinity: it stays in the last chunk, for the checks).
+        // Chunk k's rows of a part, then those below the threshold among them. The last
+        // chunk ends at a part's last row whatever it holds (a NaN is not below infinity: it
+        // stays in the last chunk, for the checks).
         let range = |part: &[f64]| {
-            let start = if lo == f64::NEG_INFINITY {
-                0
-            } else {
-                below(part, lo)
-            };
+            let start = below(part, lo);
             let end = if hi == f64::INFINITY {
                 part.len()
             } else {

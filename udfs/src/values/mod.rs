@@ -1099,8 +1099,6 @@ impl ValueStore {
         })
     }
 
-    /// Merges four list columns as produced by [`ValueStore::state`]. An unweighted span of
-    /// at least [`MIN_RUN`] scores is kept as a run (a slice of the state's buffer, no copy).
     /// Refuses a stored state ([`Kernel::check_stored`]) whose scores are not probabilities
     /// or whose weights are not finite and non-negative (`auc_test`'s second scores, in the
     /// weights' place, are probabilities): what the rows' readers are defined for, and what
@@ -1126,6 +1124,8 @@ impl ValueStore {
         Ok(())
     }
 
+    /// Merges four list columns as produced by [`ValueStore::state`]. An unweighted span of
+    /// at least [`MIN_RUN`] scores is kept as a run (a slice of the state's buffer, no copy).
     pub(crate) fn merge(&mut self, states: &[ArrayRef], groups: &[usize]) -> Result<()> {
         let weighted = self.weighted();
         let cols: Vec<(&[i32], &[f64])> = states[..4].iter().map(list_parts).collect();
